@@ -1,0 +1,452 @@
+"""Episode buffering: appends steps into preallocated columns and hands out finished batches.
+
+No I/O and no Gymnasium protocol here: the wrapper feeds values in, the batch writer takes
+:class:`Batch` objects out. Each column is preallocated for the batch being filled, so recording a
+step is one copy of each observation and action into memory that is reused from batch to batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import UnsupportedValueError
+from .format import MAX_NESTING
+from .spaces import ArrayLeaf, Layout, ValuesLeaf
+
+__all__ = ["Part", "Batch", "StepBuffer", "snapshot", "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
+
+# A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
+MIN_BATCH_STEPS = 1
+# ...and at most this many, so that a near-zero bytes-per-step estimate cannot allocate without bound.
+MAX_BATCH_STEPS = 1 << 20
+# Extra observation rows per batch, as a fraction of its steps, for the reset observations of the
+# episodes that start in it (at least RESET_ROWS_MIN); a batch also ends when these run out.
+RESET_ROWS_FRACTION = 0.25
+RESET_ROWS_MIN = 8
+# Bytes per step assumed for a value that does not stack (Text, Sequence, ...) before the first
+# batch tells the truth.
+VALUES_BYTES_GUESS = 64
+# JSON bytes per step assumed for rewards, flags and references before the first batch.
+STEP_OVERHEAD_GUESS = 16
+
+
+_SCALARS = (type(None), bool, int, float, str, bytes)
+
+
+def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
+    """Copies the mutable parts of a value (arrays, dicts, lists), checking that it can be stored.
+
+    Raises:
+        UnsupportedValueError: naming ``where``, for a value the format cannot hold losslessly.
+    """
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if depth > MAX_NESTING:
+        raise UnsupportedValueError(f"{where}: nested deeper than {MAX_NESTING} levels")
+    if t is np.ndarray:
+        if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
+            raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
+        return value.copy()
+    if t is dict:
+        return {k: snapshot(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+    if t is list:
+        return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if t is tuple:
+        return tuple(snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+    if isinstance(value, np.generic):
+        if value.dtype.kind not in "biufcUS":
+            raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
+        return value
+    if t.__name__ == "GraphInstance" and hasattr(value, "edge_links"):
+        return t(*(snapshot(v, f"{where}.{n}", depth + 1) for n, v in zip(t._fields, value)))
+    raise UnsupportedValueError(
+        f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored losslessly"
+        " (record_infos=False, or info_filter=..., to leave them out)")
+
+
+class Part:
+    """One finished entry: an episode, or one part of an episode, ready to be written.
+
+    Attributes:
+        episode: the writer's episode number.
+        part: 0 for the part that starts with the reset observation, then 1, 2, ...
+        continues: True if a later part follows.
+        steps: number of transitions (N).
+        observations: per observation leaf, N + 1 rows (part 0) or N rows (later parts):
+            an array view, or a list of values.
+        actions: per action leaf, N rows.
+        rewards: float64 array (N,).
+        terminations: bool array (N,).
+        truncations: bool array (N,).
+        info_rows: number of info dicts (N + 1 for part 0, N otherwise).
+        infos: sparse list of (row, info dict) for the non-empty infos.
+        seed: the reset seed (part 0), or None.
+        options: the reset options (part 0), or None.
+        end: how the episode ended, on its last part; None while it continues.
+        sub_env: index of the sub-environment in a vector env, or None.
+        no_reset: True when the episode started without a reset (steps after the end).
+    """
+
+    __slots__ = ("episode", "part", "continues", "steps", "observations", "actions", "rewards",
+                 "terminations", "truncations", "info_rows", "infos", "seed", "options", "end",
+                 "sub_env", "no_reset")
+
+    def __init__(self, **fields: Any) -> None:
+        for name in self.__slots__:
+            setattr(self, name, fields.get(name))
+
+
+class Batch:
+    """The parts of one batch, with the memory they view, to release once written.
+
+    Attributes:
+        parts: the entries in order.
+        steps: transitions in the batch.
+    """
+
+    def __init__(self, parts: list[Part], steps: int,
+                 release: Callable[[], None] | None = None) -> None:
+        self.parts = parts
+        self.steps = steps
+        self._release = release
+
+    def release(self) -> None:
+        """Hands the batch's memory back to the buffer for reuse (call once it is written)."""
+        release, self._release = self._release, None
+        self.parts = []
+        if release is not None:
+            release()
+
+
+class _Columns:
+    """One set of preallocated columns, with capacity for ``steps`` steps."""
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
+        self.steps = steps
+        self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
+        self.obs = [np.empty((self.obs_rows, *leaf.shape), leaf.dtype)
+                    if isinstance(leaf, ArrayLeaf) else [] for leaf in obs_layout.leaves]
+        self.act = [np.empty((steps, *leaf.shape), leaf.dtype)
+                    if isinstance(leaf, ArrayLeaf) else [] for leaf in act_layout.leaves]
+
+    def reset_lists(self) -> None:
+        for col in self.obs:
+            if type(col) is list:
+                col.clear()
+        for col in self.act:
+            if type(col) is list:
+                col.clear()
+
+
+def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:
+    total = STEP_OVERHEAD_GUESS + 8 + 2  # reward float64, two flags
+    for leaf in obs_layout.leaves + act_layout.leaves:
+        if isinstance(leaf, ArrayLeaf):
+            total += leaf.dtype.itemsize * math.prod(leaf.shape)
+        else:
+            total += VALUES_BYTES_GUESS
+    return total
+
+
+class StepBuffer:
+    """Buffers the steps of one environment into batches of bounded size.
+
+    The owner calls :meth:`start_episode` at each reset and :meth:`add_step` at each step, checks
+    :attr:`full`, and calls :meth:`take` to get the batch: finished episodes, and the open episode
+    cut into a part that continues in the next batch. Memory stays near one batch (plus the ones
+    the writer holds), whatever the episode length.
+
+    Args:
+        obs_layout: layout of the observation space.
+        act_layout: layout of the action space.
+        target_batch_bytes: aim for batches of about this many bytes.
+        record_infos: keep the info dicts.
+        info_filter: called with each non-empty info dict; returns the dict to record.
+    """
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
+                 record_infos: bool = True,
+                 info_filter: Callable[[dict], dict] | None = None) -> None:
+        self._info_filter = info_filter
+        self._obs_layout = obs_layout
+        self._act_layout = act_layout
+        self._obs_flatten = None if obs_layout.single else obs_layout.flattener()
+        self._act_flatten = None if act_layout.single else act_layout.flattener()
+        self._target = target_batch_bytes
+        self._record_infos = record_infos
+        self._pool: list[_Columns] = []
+        self.episodes_started = 0
+        self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
+        self._open_episode: dict | None = None
+        self._last_obs: list | None = None
+        self._new_columns()
+
+    # -- sizing ----------------------------------------------------------------------------
+
+    def _capacity_for(self, bytes_per_step: float) -> int:
+        steps = int(self._target / max(bytes_per_step, 1.0))
+        return max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, steps))
+
+    def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
+        """Adapts the next batches' capacity to the bytes per step actually written.
+
+        Capacity changes only when the estimate moves by more than a quarter, so that column
+        memory can be reused from batch to batch.
+        """
+        if steps <= 0:
+            return
+        new = self._capacity_for(bytes_written / steps)
+        if abs(new - self._capacity) * 4 > self._capacity:
+            self._capacity = new
+            self._pool.clear()
+
+    @property
+    def capacity(self) -> int:
+        """How many steps the batch being filled holds."""
+        return self._cols.steps
+
+    # -- columns ---------------------------------------------------------------------------
+
+    def _new_columns(self) -> None:
+        cols = None
+        while self._pool:
+            candidate = self._pool.pop()
+            if candidate.steps == self._capacity and all(
+                    type(c) is list or c.dtype == leaf.dtype
+                    for c, leaf in zip(candidate.obs + candidate.act,
+                                       self._obs_layout.leaves + self._act_layout.leaves)):
+                cols = candidate
+                break
+        if cols is None:
+            cols = _Columns(self._obs_layout, self._act_layout, self._capacity)
+        cols.reset_lists()
+        self._cols = cols
+        self._obs_cols = cols.obs
+        self._act_cols = cols.act
+        self._obs0 = cols.obs[0] if self._obs_layout.single else None
+        self._act0 = cols.act[0] if self._act_layout.single else None
+        self._n_obs = 0
+        self._n_steps = 0
+        self._rewards: list[float] = []
+        self._terms: list[bool] = []
+        self._truncs: list[bool] = []
+        self._infos: list[tuple[int, dict]] = []  # (info row within the batch, info)
+        self._n_info = 0
+        self._segments: list[dict] = []  # episodes (or parts) that lie in this batch
+
+    @property
+    def full(self) -> bool:
+        """True when the batch being filled has no room for another step."""
+        return self._n_steps >= self._cols.steps or self._n_obs >= self._cols.obs_rows
+
+    @property
+    def steps(self) -> int:
+        """Steps buffered in the batch being filled."""
+        return self._n_steps
+
+    @property
+    def episode_open(self) -> bool:
+        """True while an episode has started and not ended."""
+        return self._open_episode is not None
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing is buffered."""
+        return not self._segments and self._open_episode is None
+
+    # -- storing values ----------------------------------------------------------------------
+
+    def _store(self, cols: list, layout: Layout, flatten, row: int, value: Any, what: str) -> None:
+        values = [value] if flatten is None else flatten(value)
+        for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+            col = cols[j]
+            if type(col) is list:
+                del col[row:]  # drop what a failed earlier call may have left
+                col.append(snapshot(v, f"{what} leaf {j}"))
+                continue
+            if type(v) is not np.ndarray or v.dtype != col.dtype:
+                arr = np.asarray(v)
+                if arr.dtype.hasobject or arr.dtype.kind not in "biufc":
+                    raise UnsupportedValueError(
+                        f"{what} leaf {j}: value of type {type(v).__name__} (dtype {arr.dtype}) "
+                        f"does not fit the space's {leaf.dtype} leaf")
+                if not np.can_cast(arr.dtype, col.dtype, "safe") and not (
+                        type(v) in (int, bool) and arr.dtype.kind in "biu"
+                        and col.dtype.kind in "iu" and _int_fits(v, col.dtype)):
+                    # Keep the value exactly: widen this leaf for the batch being filled.
+                    wide = np.result_type(col.dtype, arr.dtype)
+                    col = cols[j] = col.astype(wide)
+                    if cols is self._obs_cols and j == 0 and self._obs_layout.single:
+                        self._obs0 = col
+                    if cols is self._act_cols and j == 0 and self._act_layout.single:
+                        self._act0 = col
+                v = arr
+            if v.shape != col.shape[1:]:
+                raise UnsupportedValueError(
+                    f"{what} leaf {j}: shape {v.shape} does not match the space's shape "
+                    f"{col.shape[1:]}")
+            col[row] = v
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def _info(self, info: Any, where: str) -> dict | None:
+        if not self._record_infos or not info:
+            return None
+        if self._info_filter is not None:
+            info = self._info_filter(info)
+        if type(info) is not dict:
+            if not isinstance(info, dict):
+                raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
+            info = dict(info)
+        for key in info:
+            if type(key) is not str:
+                raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
+        return snapshot(info, where)
+
+    def start_episode(self, obs: Any, info: dict, seed: int | None, options: Any,
+                      sub_env: int | None = None) -> None:
+        """Starts an episode with the reset observation; ends the open one as ``"reset"``."""
+        if self._open_episode is not None:
+            self.end_episode("reset")
+        self._begin(obs, info, seed, options, sub_env, no_reset=False)
+
+    def _begin(self, obs: Any, info: dict, seed: int | None, options: Any,
+               sub_env: int | None, no_reset: bool) -> None:
+        options = snapshot(options, "reset options")
+        info = self._info(info, "reset info")
+        self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
+                    "observation")
+        seg = {"episode": self.episodes_started, "part": 0, "obs0": self._n_obs,
+               "step0": self._n_steps, "info0": self._n_info, "seed": seed,
+               "options": options, "sub_env": sub_env, "no_reset": no_reset}
+        self._n_obs += 1
+        if info:
+            self._infos.append((self._n_info, info))
+        self._n_info += 1
+        self.episodes_started += 1
+        self._open_episode = seg
+
+    def add_step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
+                 info: dict) -> None:
+        """Appends one transition to the open episode (callers check :attr:`full` first)."""
+        rec_info = self._info(info, "info") if info else None
+        seg = self._open_episode
+        if seg is None:
+            # A step after the episode ended, without reset: record it as a new episode that
+            # starts from the last observation and is marked "no_reset".
+            self._begin(self._last_obs, {}, None, None, None, no_reset=True)
+        i = self._n_steps
+        act0 = self._act0
+        if act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
+                and action.shape == act0.shape[1:]:
+            act0[i] = action
+        elif act0 is not None and type(action) is int and act0.dtype.kind == "i" and act0.ndim == 1 \
+                and -(1 << 63) <= action < (1 << 63):
+            act0[i] = action
+        else:
+            self._store(self._act_cols, self._act_layout, self._act_flatten, i, action, "action")
+        obs0 = self._obs0
+        n = self._n_obs
+        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+                and obs.shape == obs0.shape[1:]:
+            obs0[n] = obs
+        else:
+            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
+                        "observation")
+        if type(reward) is not float:
+            if np.ndim(reward) != 0:
+                raise UnsupportedValueError(f"reward must be a scalar, got shape {np.shape(reward)}")
+            reward = float(reward)
+        self._rewards.append(reward)
+        self._terms.append(bool(terminated))
+        self._truncs.append(bool(truncated))
+        if rec_info:
+            self._infos.append((self._n_info, rec_info))
+        self._n_info += 1
+        self._n_obs = n + 1
+        self._n_steps = i + 1
+        if terminated or truncated:
+            self.end_episode("terminated" if terminated else "truncated")
+
+    def end_episode(self, end: str) -> None:
+        """Ends the open episode (if any) with the given reason."""
+        seg = self._open_episode
+        if seg is None:
+            return
+        seg["end"] = end
+        self._close_segment(seg)
+        self._open_episode = None
+        # Remember the final observation, for steps taken without a reset.
+        n = self._n_obs - 1
+        last = [c[n] if type(c) is list else c[n].copy() for c in self._obs_cols]
+        self._last_obs = last[0] if self._obs_layout.single else self._obs_layout.unflatten(last)
+
+    def _close_segment(self, seg: dict) -> None:
+        seg["obs1"] = self._n_obs
+        seg["step1"] = self._n_steps
+        seg["info1"] = self._n_info
+        self._segments.append(seg)
+
+    def take(self) -> Batch | None:
+        """Returns everything buffered as a batch (None if empty) and starts a new batch.
+
+        The open episode is cut: the part so far goes into this batch with ``continues=True``
+        and the episode goes on in the next batch as the next part.
+        """
+        open_seg = self._open_episode
+        if open_seg is not None:
+            if open_seg["part"] > 0 and self._n_steps == open_seg["step0"]:
+                open_seg = None  # nothing new in a continuing episode yet: nothing to cut
+            else:
+                open_seg["end"] = None
+                self._close_segment(open_seg)
+        if not self._segments:
+            return None
+        cols = self._cols
+        rewards = np.array(self._rewards, dtype=np.float64)
+        terms = np.array(self._terms, dtype=np.bool_)
+        truncs = np.array(self._truncs, dtype=np.bool_)
+        infos = self._infos
+        parts = []
+        k = 0
+        for seg in self._segments:
+            o0, o1, s0, s1, i0, i1 = (seg["obs0"], seg["obs1"], seg["step0"], seg["step1"],
+                                      seg["info0"], seg["info1"])
+            seg_infos = []
+            while k < len(infos) and infos[k][0] < i1:
+                seg_infos.append((infos[k][0] - i0, infos[k][1]))
+                k += 1
+            parts.append(Part(
+                episode=seg["episode"], part=seg["part"], continues=seg["end"] is None,
+                steps=s1 - s0,
+                observations=[c[o0:o1] for c in cols.obs],
+                actions=[c[s0:s1] for c in cols.act],
+                rewards=rewards[s0:s1], terminations=terms[s0:s1], truncations=truncs[s0:s1],
+                info_rows=i1 - i0, infos=seg_infos,
+                seed=seg["seed"] if seg["part"] == 0 else None,
+                options=seg["options"] if seg["part"] == 0 else None,
+                end=seg["end"], sub_env=seg["sub_env"], no_reset=seg["no_reset"]))
+        steps = self._n_steps
+        pool = self._pool
+
+        def release() -> None:
+            pool.append(cols)
+
+        batch = Batch(parts, steps, release)
+        self._new_columns()
+        if open_seg is not None:
+            self._open_episode = {"episode": open_seg["episode"], "part": open_seg["part"] + 1,
+                                  "obs0": 0, "step0": 0, "info0": 0, "seed": None,
+                                  "options": None, "sub_env": open_seg["sub_env"],
+                                  "no_reset": open_seg["no_reset"]}
+        return batch
+
+
+def _int_fits(v: int, dtype: np.dtype) -> bool:
+    info = np.iinfo(dtype)
+    return info.min <= v <= info.max

@@ -1,0 +1,36 @@
+"""The named errors of gym_recorder: one small hierarchy, one job each."""
+
+from __future__ import annotations
+
+__all__ = [
+    "RecorderError",
+    "FormatError",
+    "ChecksumError",
+    "UnsupportedValueError",
+    "WriteError",
+    "RecordingClosedError",
+]
+
+
+class RecorderError(Exception):
+    """Base class of every error that gym_recorder raises on purpose."""
+
+
+class FormatError(RecorderError, ValueError):
+    """A recording on disk is malformed, truncated, hostile or of an unknown version."""
+
+
+class ChecksumError(FormatError):
+    """The bytes of an array do not match the checksum recorded beside them."""
+
+
+class UnsupportedValueError(RecorderError, TypeError):
+    """A value handed to the recorder cannot be stored losslessly (the message names where it was)."""
+
+
+class WriteError(RecorderError, OSError):
+    """Writing a batch to disk failed; the message names the path, the cause and what was kept."""
+
+
+class RecordingClosedError(RecorderError, RuntimeError):
+    """The recorder or reader was used after ``close()``."""

@@ -1,0 +1,605 @@
+"""The gym_recorder on-disk format, version 1: the specification, and the code both sides share.
+
+This docstring is the specification. The writer (:mod:`gym_recorder.writer`) and the reader
+(:mod:`gym_recorder.reader`) meet only in this module. The format version is independent of the
+package version. The key words MUST, MUST NOT, SHOULD and MAY are used as in RFC 2119.
+
+Overview
+========
+A *recording* is one directory. Any number of *writers* (one per :class:`RecordingWrapper`, in any
+number of processes or hosts) write into it at once; each writer owns the files that start with its
+*prefix* ``P``. A prefix MUST match ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``. The default prefix is
+``openaigym.trace.<UTC time yyyymmddTHHMMSSffffff>.<pid>.<8 random hex digits>``, unique per writer;
+it begins like OpenAI gym-recording's prefixes so that gym-recording's own reader finds our files.
+
+A writer's files::
+
+    P.manifest.json           the commit point: lists the writer's complete batches
+    P.epNNNNNNNNN.json        one batch: the episodes (or episode parts) it holds, as JSON
+    P.epNNNNNNNNN.bin         the raw bytes of every array of that batch
+
+``NNNNNNNNN`` is the zero-padded, 9-digit (or longer once past 999,999,999) index of the batch's
+first *entry* (see "Episodes and parts"). Any other file in the directory (temporary files, batch
+files that no manifest lists, sub-directories) MUST be ignored by readers.
+
+JSON
+====
+All JSON files are UTF-8, strict RFC 8259 JSON: no NaN or Infinity literals. A reader SHOULD refuse
+files larger than :data:`MAX_JSON_BYTES` and nesting deeper than :data:`MAX_NESTING`.
+
+Manifest (``P.manifest.json``)
+==============================
+An object with these keys (more keys MAY be added; readers MUST ignore keys they do not know)::
+
+    "format": "gym_recorder"            MUST be present
+    "version": 1                          the format version; readers MUST refuse larger versions
+    "prefix": "P"
+    "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
+    "writer": {"library": ..., "library_version": ..., "hostname": ..., "pid": ...}
+    "env_id": "CartPole-v1" or null      the id of the env's spec, when it has one
+    "env_spec": {...} or null             {"id", "kwargs", "max_episode_steps"} when JSON-encodable
+    "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
+    "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
+    "batches": [BATCH, ...]                in commit order
+    "complete": false | true               true once the writer was closed cleanly
+
+Each BATCH::
+
+    "first": int       the entry index of the batch's first entry
+    "len": int         the number of entries in the batch
+    "fn": "P.epNNNNNNNNN.json", "bin": "P.epNNNNNNNNN.bin"
+    "json_size": int, "bin_size": int     exact sizes of the two files in bytes
+    "json_crc32": int                      zlib CRC-32 of the batch JSON file's bytes
+    "steps": int                           transitions in the batch
+    "episodes": int                        entries that start a new episode (``part`` == 0)
+
+Batch (``P.epNNNNNNNNN.json``)
+==============================
+An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
+"episodes": [ENTRY, ...]}``. Each ENTRY is one episode, or one part of an episode::
+
+    "index": int            entry index (first + position in the batch)
+    "episode": int          the writer's episode number (parts of one episode share it)
+    "part": int             0 for the part that starts with the reset, then 1, 2, ...
+    "continues": bool       true if a later entry holds more of this episode
+    "steps": int            N, the transitions in this entry
+    "observations": TREE    part 0: N + 1 rows (the reset observation, then one per step);
+                            later parts: N rows (one per step)
+    "actions": TREE         N rows
+    "rewards": ARRAY        float64, shape (N,)
+    "terminations": ARRAY   bool, shape (N,)
+    "truncations": ARRAY    bool, shape (N,)
+    "infos": INFOS          part 0: N + 1 rows (the reset info first); later parts: N rows
+    "seed": int or null     the seed passed to reset (null: none passed); part 0 only
+    "options": VALUE or null  the options passed to reset; part 0 only
+    "end": how the episode ended, on its last entry: "terminated", "truncated",
+           "reset" (reset called before the episode ended), "close" (closed before it ended);
+           null on entries with "continues": true
+    "sub_env": int or null  the index of the sub-environment, for vector envs
+
+An episode is the concatenation of its entries in entry order, which is the order of the batches
+in the manifest and of ``episodes`` inside a batch. Entries of one episode MUST be consecutive in
+a writer's entry sequence, except for vector writers, whose sub-environments interleave (join
+entries with the same ``episode``). A reader that does not know parts sees each entry as an
+episode of its own.
+
+Arrays (ARRAY)
+==============
+Every array is a reference into the batch's .bin file::
+
+    {"__type": "ndarray", "shape": [int, ...], "order": "C", "dtype": DTYPE,
+     "npyfile": "P.epNNNNNNNNN.bin", "npyoff": int, "size": int, "crc32": int}
+
+- ``npyfile`` MUST be a plain file name (no directory part) of a file in the recording directory.
+- ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8). Bytes between arrays are zero padding.
+- ``size`` MUST equal ``prod(shape) * itemsize`` and ``npyoff + size`` MUST NOT exceed the file.
+- ``dtype`` is numpy's ``dtype.str``: byte order (``<``, ``>`` or ``|``), kind, item size,
+  e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds: b (bool), i, u, f, c, U, S. Never O.
+- The bytes are the array in C order. Hence, with numpy alone::
+
+      np.fromfile(os.path.join(dir, npyfile), dtype=dtype, count=prod(shape),
+                  offset=npyoff).reshape(shape)
+
+  is exactly the recorded array.
+- ``crc32`` (zlib CRC-32 of the ``size`` bytes) MAY be absent (OpenAI gym-recording files).
+
+Values (VALUE)
+==============
+Infos, reset options and leaves of spaces that do not stack (Text, Sequence, Graph, OneOf, unknown
+spaces) are stored as VALUEs: JSON null, true/false, numbers and strings stand for themselves
+(Python None, bool, int, float, str); a JSON list is a Python list; a JSON object without a
+``"__type"`` key is a dict with those string keys. Otherwise an object with ``"__type"``:
+
+- ``"ndarray"``: an ARRAY (above), a numpy array.
+- ``"float"``: ``{"value": "nan" | "inf" | "-inf"}``, a non-finite Python float.
+- ``"scalar"``: ``{"dtype": DTYPE, "value": V}``, a numpy scalar; V is a JSON number or bool, or a
+  string "nan"/"inf"/"-inf", or for complex dtypes a pair [real, imag] of those.
+- ``"tuple"``: ``{"items": [VALUE, ...]}``.
+- ``"dict"``: ``{"items": [[VALUE, VALUE], ...]}``, a dict with keys that are not all strings, or
+  that has a ``"__type"`` key.
+- ``"bytes"``: ``{"base64": "..."}``.
+- ``"graph"``: ``{"nodes": VALUE, "edges": VALUE, "edge_links": VALUE}``, a gymnasium GraphInstance.
+
+Trees (TREE)
+============
+Observations and actions follow the space: a Box, Discrete, MultiDiscrete or MultiBinary leaf is
+one ARRAY of shape ``(rows, *leaf_shape)`` with the leaf's dtype (Discrete: int64 scalars, so
+``(rows,)``). A Dict space is a JSON object with the Dict's keys; a Tuple space is a JSON list. A
+leaf that does not stack is ``{"__type": "values", "values": [VALUE, ...]}`` with one VALUE a row.
+A leaf's dtype is the space's dtype unless a value arrived that the space's dtype cannot hold
+exactly (numpy's "safe" casting); the batch then stores that leaf with the wider dtype, so that
+nothing is lost. Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
+``stack``); Graph rows as GraphInstance; OneOf rows as ``(index, value)`` tuples.
+
+Infos (INFOS)
+=============
+``{"rows": R, "keys": [COLUMN, ...]}`` where R is the number of info dicts and each COLUMN is::
+
+    {"key": str, "index": null | ARRAY (int64 row numbers where the key is present, ascending),
+     "kind": "array" | "values", "pytype": null | "bool" | "int" | "float",
+     "values": ARRAY (when kind == "array": one row per presence) | [VALUE, ...]}
+
+``index`` null means the key is present in every row. A column of kind "array" stacks its values:
+``pytype`` says they were Python bools, ints or floats (give back ``.item()``), null says they
+were numpy scalars (shape ``(n,)``) or numpy arrays of one dtype and shape (shape ``(n, ...)``).
+Key order in each row dict follows the column order.
+
+Spaces (SPACE)
+==============
+``{"type": T, ...}`` with T one of ``Box`` (``dtype``, ``shape``, ``low``, ``high``: a VALUE that is
+a number, "inf"/"-inf"/"nan" string or nested list of those), ``Discrete`` (``n``, ``start``),
+``MultiDiscrete`` (``nvec``, ``start``, ``dtype``), ``MultiBinary`` (``n``), ``Text``
+(``min_length``, ``max_length``, ``charset``: a string), ``Dict`` (``spaces``: [[key, SPACE], ...]),
+``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
+(``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
+(``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.
+
+Commit protocol and durability
+==============================
+A writer writes the .bin, then the .json of a batch, each to a temporary file in the directory
+that is renamed into place, and only then rewrites its manifest the same way. The manifest is the
+commit point: a batch not listed in a manifest does not exist. A process killed at any moment
+therefore leaves every listed batch complete. With ``fsync=True`` the .bin and .json are fsynced
+before the manifest is renamed, and the manifest and directory after, so a committed batch also
+survives power loss. With ``fsync=False`` (the default) data is fsynced at ``flush()`` and
+``close()``; a power loss may lose batches committed since then, which the reader detects from
+sizes and checksums (``gym-recorder repair`` moves them aside).
+
+Version history
+===============
+1 (gym_recorder 0.1): first version. Files without ``"format"``/``"version"`` whose prefix starts
+with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
+only observations, actions and rewards, observations possibly as one array per step.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import FormatError, UnsupportedValueError
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "ALIGNMENT",
+    "MAX_JSON_BYTES",
+    "MAX_NESTING",
+    "MAX_NDIM",
+    "MAX_DIM",
+    "MANIFEST_SUFFIX",
+    "batch_stem",
+    "manifest_name",
+    "check_prefix",
+    "check_plain_name",
+    "parse_dtype",
+    "ArrayRef",
+    "parse_ref",
+    "encode_value",
+    "decode_value",
+    "dumps",
+    "loads",
+]
+
+FORMAT_NAME = "gym_recorder"
+FORMAT_VERSION = 1
+# Every array starts at a multiple of this many bytes: enough for any numpy scalar type up to
+# float64/int64, so arrays can be viewed in place. (npy uses 64 for SIMD; 8 is what the card asks.)
+ALIGNMENT = 8
+# A batch JSON aims at a few MB; 1 GiB leaves room for huge info payloads while refusing a file
+# that would exhaust memory when parsed.
+MAX_JSON_BYTES = 1 << 30
+# Deeper nesting than this is not produced by any space or info we write; refusing it keeps the
+# decoder's recursion bounded on hostile files.
+MAX_NESTING = 64
+# numpy itself allows 64 dimensions; no recorded array needs more than 32.
+MAX_NDIM = 32
+# One dimension larger than this is absurd for an on-disk array (2**48 elements).
+MAX_DIM = 1 << 48
+MANIFEST_SUFFIX = ".manifest.json"
+LEGACY_PREFIX = "openaigym.trace."
+
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+_PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
+# numpy dtype strings we accept: byte order, kind, item size (b1, i1..i8, u1..u8, f2..f16,
+# c8..c32, U<n>, S<n>); legacy files use numpy's names ("float32", "uint8", "bool").
+_DTYPE_RE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f(?:2|4|8|10|12|16)|c(?:8|16|20|24|32)|[US][0-9]{1,7})")
+_DTYPE_NAMES = frozenset(
+    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64", "complex64", "complex128"]
+)
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def batch_stem(prefix: str, first: int) -> str:
+    """Returns the common stem of a batch's .json and .bin file names."""
+    return f"{prefix}.ep{first:09d}"
+
+
+def manifest_name(prefix: str) -> str:
+    """Returns the file name of a writer's manifest."""
+    return prefix + MANIFEST_SUFFIX
+
+
+def check_prefix(prefix: object) -> str:
+    """Checks a writer prefix against the file-name rule.
+
+    Raises:
+        ValueError: if the prefix could name a path or an unsafe file.
+    """
+    if not isinstance(prefix, str) or not _PREFIX_RE.fullmatch(prefix):
+        raise ValueError(
+            f"file_prefix must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}, got {prefix!r}"
+        )
+    return prefix
+
+
+def check_plain_name(name: object, where: str) -> str:
+    """Checks that a file name read from a recording names a file inside its directory.
+
+    Raises:
+        FormatError: for anything but a plain, safe file name (no separators, no ``..``).
+    """
+    if not isinstance(name, str) or not _PLAIN_NAME_RE.fullmatch(name) or ".." in name:
+        raise FormatError(f"{where}: file name {name!r} is not a plain file name in the directory")
+    return name
+
+
+def parse_dtype(text: object, where: str) -> np.dtype:
+    """Parses a dtype string from a recording, refusing object and unknown dtypes.
+
+    Raises:
+        FormatError: if ``text`` is not a plain numeric, bool or fixed-size string dtype.
+    """
+    if not isinstance(text, str) or not (_DTYPE_RE.fullmatch(text) or text in _DTYPE_NAMES):
+        raise FormatError(f"{where}: unsupported dtype {text!r}")
+    try:
+        dtype = np.dtype(text)
+    except TypeError as e:
+        raise FormatError(f"{where}: unsupported dtype {text!r}") from e
+    if dtype.kind not in "biufcUS" or dtype.hasobject or dtype.itemsize == 0:
+        raise FormatError(f"{where}: unsupported dtype {text!r}")
+    return dtype
+
+
+def _check_int(value: object, where: str, what: str, low: int = 0, high: int | None = None) -> int:
+    if type(value) is not int or value < low or (high is not None and value > high):
+        bound = f" and <= {high}" if high is not None else ""
+        raise FormatError(f"{where}: {what} must be an integer >= {low}{bound}, got {value!r}")
+    return value
+
+
+class ArrayRef:
+    """One validated array reference: where an array's bytes are and how to view them.
+
+    Attributes:
+        file: plain file name of the .bin file in the recording directory.
+        dtype: the array's dtype.
+        shape: the array's shape.
+        offset: byte offset of the first element in the file.
+        size: number of bytes.
+        crc32: zlib CRC-32 of the bytes, or None when the writer did not record one.
+    """
+
+    __slots__ = ("file", "dtype", "shape", "offset", "size", "crc32")
+
+    def __init__(self, file: str, dtype: np.dtype, shape: tuple[int, ...], offset: int,
+                 size: int, crc32: int | None) -> None:
+        self.file = file
+        self.dtype = dtype
+        self.shape = shape
+        self.offset = offset
+        self.size = size
+        self.crc32 = crc32
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns the reference as it is written in a batch JSON file."""
+        out = {"__type": "ndarray", "shape": list(self.shape), "order": "C",
+               "dtype": self.dtype.str, "npyfile": self.file, "npyoff": self.offset,
+               "size": self.size}
+        if self.crc32 is not None:
+            out["crc32"] = self.crc32
+        return out
+
+
+def parse_ref(obj: dict, where: str, *, aligned: bool = True) -> ArrayRef:
+    """Validates an array reference read from a batch file.
+
+    Checks everything that does not need the .bin file itself: the file name is plain, the dtype
+    is allowed, the shape is sane, the offset is aligned and the size matches shape and dtype.
+    The caller checks ``offset + size`` against the file size.
+
+    Args:
+        obj: the decoded JSON object with ``"__type": "ndarray"``.
+        where: names the file and position, for error messages.
+        aligned: require ``npyoff % ALIGNMENT == 0`` (legacy files are read without it).
+
+    Raises:
+        FormatError: naming ``where`` and what is wrong.
+    """
+    if obj.get("order", "C") != "C":
+        raise FormatError(f"{where}: only C order is supported, got {obj.get('order')!r}")
+    file = check_plain_name(obj.get("npyfile"), where)
+    dtype = parse_dtype(obj.get("dtype"), where)
+    shape = obj.get("shape")
+    if not isinstance(shape, list) or len(shape) > MAX_NDIM:
+        raise FormatError(f"{where}: shape must be a list of at most {MAX_NDIM} integers")
+    for dim in shape:
+        _check_int(dim, where, "every dimension", 0, MAX_DIM)
+    offset = _check_int(obj.get("npyoff"), where, "npyoff")
+    if aligned and offset % ALIGNMENT:
+        raise FormatError(f"{where}: npyoff {offset} is not a multiple of {ALIGNMENT}")
+    size = _check_int(obj.get("size"), where, "size")
+    expected = math.prod(shape) * dtype.itemsize
+    if size != expected:
+        raise FormatError(
+            f"{where}: size {size} does not match shape {shape} of {dtype.str} ({expected} bytes)"
+        )
+    crc = obj.get("crc32")
+    if crc is not None:
+        _check_int(crc, where, "crc32", 0, 0xFFFFFFFF)
+    return ArrayRef(file, dtype, tuple(shape), offset, size, crc)
+
+
+# ---------------------------------------------------------------------------------------------
+# VALUE encoding (infos, options, leaves that do not stack)
+
+ArraySink = Callable[[np.ndarray], dict]
+ArraySource = Callable[[dict, str], np.ndarray]
+
+
+def _float_json(x: float) -> Any:
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def encode_value(value: Any, sink: ArraySink, where: str = "value", depth: int = 0) -> Any:
+    """Encodes a Python/numpy value as a JSON-ready VALUE (see the module docstring).
+
+    Args:
+        value: the value to encode.
+        sink: called with each numpy array found; returns the ARRAY reference to store.
+        where: names the value (e.g. ``info['x']``) in error messages.
+        depth: current nesting depth.
+
+    Raises:
+        UnsupportedValueError: for values that cannot be stored losslessly.
+    """
+    if depth > MAX_NESTING:
+        raise UnsupportedValueError(f"{where}: nested deeper than {MAX_NESTING} levels")
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return value
+    if t is float:
+        if math.isfinite(value):
+            return value
+        return {"__type": "float", "value": _float_json(value)}
+    if t is np.ndarray:
+        if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
+            raise UnsupportedValueError(
+                f"{where}: numpy arrays of dtype {value.dtype} cannot be stored"
+            )
+        return sink(value)
+    if isinstance(value, np.generic):
+        kind = value.dtype.kind
+        if kind in "biu":
+            return {"__type": "scalar", "dtype": value.dtype.str, "value": value.item()}
+        if kind == "f" and value.dtype.itemsize <= 8:
+            return {"__type": "scalar", "dtype": value.dtype.str,
+                    "value": _float_json(float(value))}
+        if kind == "c" and value.dtype.itemsize <= 16:
+            return {"__type": "scalar", "dtype": value.dtype.str,
+                    "value": [_float_json(value.real.item()), _float_json(value.imag.item())]}
+        if kind in "US" or kind == "f" or kind == "c":
+            return {"__type": "scalar", "dtype": value.dtype.str,
+                    "value": sink(np.asarray(value))}
+        raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
+    if t is dict or isinstance(value, dict):
+        if all(type(k) is str for k in value) and "__type" not in value:
+            return {k: encode_value(v, sink, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+        return {"__type": "dict", "items": [
+            [encode_value(k, sink, f"{where} key", depth + 1),
+             encode_value(v, sink, f"{where}[{k!r}]", depth + 1)] for k, v in value.items()]}
+    if t is list:
+        return [encode_value(v, sink, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if t is tuple:
+        return {"__type": "tuple",
+                "items": [encode_value(v, sink, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]}
+    if t is bytes:
+        return {"__type": "bytes", "base64": base64.b64encode(value).decode("ascii")}
+    if t.__name__ == "GraphInstance" and hasattr(value, "edge_links"):
+        return {"__type": "graph",
+                "nodes": encode_value(value.nodes, sink, f"{where}.nodes", depth + 1),
+                "edges": encode_value(value.edges, sink, f"{where}.edges", depth + 1),
+                "edge_links": encode_value(value.edge_links, sink, f"{where}.edge_links", depth + 1)}
+    if isinstance(value, (bool, int, float, str, list, tuple)):
+        # Subclasses (IntEnum, namedtuples, ...) would come back as their base type: say so.
+        raise UnsupportedValueError(
+            f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored losslessly"
+            " (convert them to a plain int/float/str/list/tuple first)"
+        )
+    raise UnsupportedValueError(
+        f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored"
+    )
+
+
+def _json_float(v: Any, where: str) -> float:
+    if isinstance(v, str):
+        if v not in _NONFINITE:
+            raise FormatError(f"{where}: bad float {v!r}")
+        return _NONFINITE[v]
+    if type(v) not in (int, float):
+        raise FormatError(f"{where}: expected a number, got {type(v).__name__}")
+    return float(v)
+
+
+def decode_value(obj: Any, source: ArraySource, where: str = "value", depth: int = 0) -> Any:
+    """Decodes a VALUE written by :func:`encode_value`.
+
+    Args:
+        obj: the JSON-decoded VALUE.
+        source: called with each ARRAY reference object and ``where``; returns the array.
+        where: names the value's position in error messages.
+        depth: current nesting depth.
+
+    Raises:
+        FormatError: for anything that is not a well-formed VALUE.
+    """
+    if depth > MAX_NESTING:
+        raise FormatError(f"{where}: nested deeper than {MAX_NESTING} levels")
+    t = type(obj)
+    if obj is None or t is bool or t is int or t is float or t is str:
+        return obj
+    if t is list:
+        return [decode_value(v, source, where, depth + 1) for v in obj]
+    if t is not dict:
+        raise FormatError(f"{where}: unexpected JSON value of type {t.__name__}")
+    kind = obj.get("__type")
+    if kind is None:
+        return {k: decode_value(v, source, where, depth + 1) for k, v in obj.items()}
+    if kind == "ndarray":
+        return source(obj, where)
+    if kind == "float":
+        return _json_float(obj.get("value"), where)
+    if kind == "scalar":
+        dtype = parse_dtype(obj.get("dtype"), where)
+        v = obj.get("value")
+        if isinstance(v, dict):
+            arr = decode_value(v, source, where, depth + 1)
+            if not isinstance(arr, np.ndarray) or arr.shape != () or arr.dtype != dtype:
+                raise FormatError(f"{where}: scalar array does not match dtype {dtype.str}")
+            return arr[()]
+        try:
+            if dtype.kind == "c":
+                if not isinstance(v, list) or len(v) != 2:
+                    raise FormatError(f"{where}: complex scalar must be [real, imag]")
+                return dtype.type(complex(_json_float(v[0], where), _json_float(v[1], where)))
+            if dtype.kind == "f":
+                return dtype.type(_json_float(v, where))
+            if dtype.kind == "b":
+                if type(v) is not bool:
+                    raise FormatError(f"{where}: bool scalar must be true or false")
+                return dtype.type(v)
+            if dtype.kind in "iu":
+                if type(v) is not int:
+                    raise FormatError(f"{where}: integer scalar must be an integer")
+                info = np.iinfo(dtype)
+                if not info.min <= v <= info.max:
+                    raise FormatError(f"{where}: {v} out of range for {dtype.str}")
+                return dtype.type(v)
+        except (OverflowError, ValueError, TypeError) as e:
+            if isinstance(e, FormatError):
+                raise
+            raise FormatError(f"{where}: bad scalar {v!r} of dtype {dtype.str}") from e
+        raise FormatError(f"{where}: bad scalar of dtype {dtype.str}")
+    if kind == "tuple":
+        items = obj.get("items")
+        if not isinstance(items, list):
+            raise FormatError(f"{where}: tuple items must be a list")
+        return tuple(decode_value(v, source, where, depth + 1) for v in items)
+    if kind == "dict":
+        items = obj.get("items")
+        if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
+            raise FormatError(f"{where}: dict items must be a list of [key, value] pairs")
+        out = {}
+        for k, v in items:
+            key = decode_value(k, source, where, depth + 1)
+            try:
+                out[key] = decode_value(v, source, where, depth + 1)
+            except TypeError as e:
+                raise FormatError(f"{where}: unhashable dict key") from e
+        return out
+    if kind == "bytes":
+        text = obj.get("base64")
+        if not isinstance(text, str):
+            raise FormatError(f"{where}: bytes need a base64 string")
+        try:
+            return base64.b64decode(text.encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError) as e:
+            raise FormatError(f"{where}: bad base64") from e
+    if kind == "graph":
+        from gymnasium.spaces import GraphInstance
+
+        return GraphInstance(
+            decode_value(obj.get("nodes"), source, where, depth + 1),
+            decode_value(obj.get("edges"), source, where, depth + 1),
+            decode_value(obj.get("edge_links"), source, where, depth + 1),
+        )
+    raise FormatError(f"{where}: unknown __type {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON files
+
+
+def dumps(obj: Any) -> bytes:
+    """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def loads(data: bytes, where: str) -> Any:
+    """Parses a JSON document read from a recording.
+
+    Raises:
+        FormatError: if the bytes are too large, not strict UTF-8 JSON or nested too deeply.
+    """
+    if len(data) > MAX_JSON_BYTES:
+        raise FormatError(f"{where}: {len(data)} bytes of JSON is more than {MAX_JSON_BYTES}")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constants)
+    except RecursionError as e:
+        raise FormatError(f"{where}: JSON nested too deeply") from e
+    except (UnicodeDecodeError, ValueError) as e:
+        raise FormatError(f"{where}: not valid JSON ({e})") from e
+
+
+def read_json_file(path: str, where: str, expected_size: int | None = None) -> Any:
+    """Reads and parses a JSON file of a recording, refusing oversized files before reading.
+
+    Raises:
+        FormatError: if the file is missing, too large, of the wrong size, or not valid JSON.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as e:
+        raise FormatError(f"{where}: cannot open ({e.strerror or e})") from e
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_JSON_BYTES:
+            raise FormatError(f"{where}: {size} bytes of JSON is more than {MAX_JSON_BYTES}")
+        if expected_size is not None and size != expected_size:
+            raise FormatError(f"{where}: file has {size} bytes, the manifest says {expected_size}")
+        data = f.read(MAX_JSON_BYTES + 1)
+    return data, loads(data, where)

@@ -1,0 +1,653 @@
+"""The reader: opens a recording directory, validates everything, hands out episodes.
+
+A recording is untrusted input. Every manifest, batch and array reference is checked before use
+(see :mod:`gym_recorder.format`); problems raise :class:`FormatError` naming the file. Arrays are
+read with one ``readinto`` per episode into memory the arrays own, so they stay valid after the
+reader is closed. Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ChecksumError, FormatError, RecordingClosedError
+from .format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, MANIFEST_SUFFIX, ArrayRef,
+                     check_plain_name, decode_value, parse_ref, read_json_file)
+from .spaces import ArrayLeaf, Layout, ValuesLeaf, build_space, decode_values_leaf
+
+__all__ = ["RecordingReader", "Episode", "scan_recorded_traces", "ENDS"]
+
+ENDS = ("terminated", "truncated", "reset", "close")
+# Parsed batch files kept in memory: enough to iterate in order and to stitch an episode whose
+# parts span consecutive batches.
+BATCH_CACHE_SIZE = 4
+# Read an episode's arrays in one read when the span they cover is at most this much larger than
+# their own bytes (else array by array, so a hostile layout cannot make us read a whole file).
+SPAN_SLACK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One recorded episode.
+
+    Attributes:
+        index: position of the episode in the reader.
+        observations: N + 1 rows: the reset observation, then one per step. An array for Box,
+            Discrete, MultiDiscrete and MultiBinary spaces, a dict of these for Dict, a tuple for
+            Tuple, a list for Text, Sequence, Graph and OneOf spaces.
+        actions: N rows, structured like observations.
+        rewards: float64 array of shape (N,).
+        terminations: bool array of shape (N,).
+        truncations: bool array of shape (N,).
+        infos: N + 1 dicts: the reset info, then one per step.
+        seed: the seed passed to ``reset``, or None.
+        options: the options passed to ``reset``, or None.
+        env_id: the environment's id, or None.
+        end: how the episode ended: ``"terminated"``, ``"truncated"``, ``"reset"`` (reset
+            before it ended), ``"close"`` (recorder closed before it ended), or None (not ended:
+            the writer is still running or was killed, or a legacy recording).
+        sub_env: index of the sub-environment for vector recordings, else None.
+        writer: the file prefix of the writer that recorded it.
+        no_reset: True if the episode was stepped without a reset after the previous one ended
+            (its first observation is that episode's last).
+    """
+
+    index: int
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    infos: list = field(repr=False)
+    seed: int | None
+    options: Any
+    env_id: str | None
+    end: str | None
+    sub_env: int | None
+    writer: str
+    no_reset: bool = False
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    @property
+    def length(self) -> int:
+        """Number of steps (transitions) N."""
+        return len(self.rewards)
+
+    @property
+    def total_reward(self) -> float:
+        """The undiscounted return."""
+        return float(self.rewards.sum())
+
+
+class _Manifest:
+    """One validated manifest: a writer's batches, and where its episodes start."""
+
+    def __init__(self, directory: str, name: str) -> None:
+        self.name = name
+        where = name
+        _, doc = read_json_file(os.path.join(directory, name), where)
+        if not isinstance(doc, dict):
+            raise FormatError(f"{where}: a manifest must be a JSON object")
+        self.legacy = "format" not in doc and "version" not in doc
+        if self.legacy:
+            if not name.startswith(LEGACY_PREFIX):
+                raise FormatError(f"{where}: no format/version and not a gym-recording manifest")
+            self.prefix = name[: -len(MANIFEST_SUFFIX)]
+            self.created = ""
+            self.env_id = None
+            self.obs_layout = self.act_layout = None
+            self.observation_space_desc = self.action_space_desc = None
+            self.vector = None
+        else:
+            if doc.get("format") != FORMAT_NAME:
+                raise FormatError(f"{where}: format is {doc.get('format')!r}, not {FORMAT_NAME!r}")
+            version = doc.get("version")
+            if type(version) is not int or version < 1:
+                raise FormatError(f"{where}: bad format version {version!r}")
+            if version > FORMAT_VERSION:
+                raise FormatError(f"{where}: format version {version} is newer than this reader "
+                                  f"({FORMAT_VERSION}); upgrade gym_recorder")
+            prefix = doc.get("prefix")
+            if not isinstance(prefix, str) or prefix + MANIFEST_SUFFIX != name:
+                raise FormatError(f"{where}: prefix {prefix!r} does not match the file name")
+            self.prefix = prefix
+            created = doc.get("created", "")
+            self.created = created if isinstance(created, str) else ""
+            env_id = doc.get("env_id")
+            self.env_id = env_id if isinstance(env_id, str) else None
+            self.observation_space_desc = doc.get("observation_space")
+            self.action_space_desc = doc.get("action_space")
+            self.obs_layout = Layout(self.observation_space_desc, f"{where} observation_space")
+            self.act_layout = Layout(self.action_space_desc, f"{where} action_space")
+            self.vector = doc.get("vector") if isinstance(doc.get("vector"), dict) else None
+        self.complete = doc.get("complete") is True
+        self.doc = doc
+        batches = doc.get("batches")
+        if not isinstance(batches, list):
+            raise FormatError(f"{where}: 'batches' must be a list")
+        self.batches: list[dict] = []
+        self.starts: list[int] = []  # episode number of each batch's first new episode
+        count = 0
+        entries = 0
+        for i, b in enumerate(batches):
+            w = f"{where} batch {i}"
+            if not isinstance(b, dict):
+                raise FormatError(f"{w}: must be an object")
+            first, length = b.get("first"), b.get("len")
+            if type(first) is not int or type(length) is not int or first < 0 or length < 0:
+                raise FormatError(f"{w}: 'first' and 'len' must be non-negative integers")
+            check_plain_name(b.get("fn"), w)
+            if self.legacy:
+                new = length
+            else:
+                if first != entries:
+                    raise FormatError(f"{w}: first entry {first}, expected {entries}")
+                check_plain_name(b.get("bin"), w)
+                new = b.get("episodes")
+                for key in ("json_size", "bin_size", "steps", "json_crc32"):
+                    if type(b.get(key)) is not int or b[key] < 0:
+                        raise FormatError(f"{w}: {key!r} must be a non-negative integer")
+                if type(new) is not int or not 0 <= new <= length:
+                    raise FormatError(f"{w}: 'episodes' must be an integer in [0, len]")
+            entries = first + length
+            self.starts.append(count)
+            self.batches.append(b)
+            count += new
+        self.episodes = count
+
+
+class _Batch:
+    """One parsed and structurally checked batch file."""
+
+    def __init__(self, entries: list, by_episode: dict) -> None:
+        self.entries = entries
+        self.by_episode = by_episode
+
+
+class RecordingReader:
+    """Reads a recording directory: every writer's episodes, in a deterministic order.
+
+    Writers are ordered by their manifest's creation time, then prefix (legacy recordings first,
+    by name); episodes by their number within a writer. Opening reads only the manifests;
+    fetching an episode parses only the batches that hold it.
+
+    Example:
+        >>> with RecordingReader(tmp_dir) as reader:
+        ...     for episode in reader:
+        ...         print(episode.length, episode.total_reward)
+
+    Args:
+        directory: the recording directory.
+        verify: check every array's CRC-32 while reading (raises :class:`ChecksumError`).
+
+    Raises:
+        FormatError: if a manifest is malformed or of an unsupported version.
+        FileNotFoundError: if the directory does not exist.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, verify: bool = False) -> None:
+        self._directory = os.fspath(directory)
+        if not os.path.isdir(self._directory):
+            raise FileNotFoundError(f"no recording directory {self._directory!r}")
+        self._verify = verify
+        self._cache: OrderedDict[tuple[str, int], _Batch] = OrderedDict()
+        self._closed = False
+        self._manifests: list[_Manifest] = []
+        self._starts: list[int] = []
+        self._count = 0
+        self.refresh()
+
+    # -- the directory ------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-reads the manifests, to see batches committed since the reader was opened.
+
+        The reader always shows a consistent snapshot: only batches listed in a manifest.
+        """
+        self._check_open()
+        names = sorted(e.name for e in os.scandir(self._directory)
+                       if e.name.endswith(MANIFEST_SUFFIX) and e.is_file(follow_symlinks=False))
+        manifests = [_Manifest(self._directory, name) for name in names]
+        manifests.sort(key=lambda m: (not m.legacy, m.created, m.prefix))
+        self._manifests = manifests
+        self._starts = []
+        count = 0
+        for m in manifests:
+            self._starts.append(count)
+            count += m.episodes
+        self._count = count
+        self._cache.clear()
+
+    @property
+    def directory(self) -> str:
+        """The recording directory."""
+        return self._directory
+
+    @property
+    def writers(self) -> list[dict]:
+        """One dict per writer: prefix, env_id, episodes, batches, complete, and its manifest."""
+        return [{"prefix": m.prefix, "env_id": m.env_id, "episodes": m.episodes,
+                 "batches": len(m.batches), "complete": m.complete, "legacy": m.legacy,
+                 "manifest": m.doc} for m in self._manifests]
+
+    def _first_described(self):
+        for m in self._manifests:
+            if not m.legacy:
+                return m
+        return None
+
+    @property
+    def observation_space(self):
+        """The observation space rebuilt from the recording (the first writer's), or None."""
+        m = self._first_described()
+        return None if m is None else build_space(m.observation_space_desc,
+                                                  f"{m.name} observation_space")
+
+    @property
+    def action_space(self):
+        """The action space rebuilt from the recording (the first writer's), or None."""
+        m = self._first_described()
+        return None if m is None else build_space(m.action_space_desc, f"{m.name} action_space")
+
+    @property
+    def env_id(self) -> str | None:
+        """The env id of the first writer that recorded one."""
+        return next((m.env_id for m in self._manifests if m.env_id), None)
+
+    # -- episodes --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: int) -> Episode:
+        self._check_open()
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            raise TypeError(f"episode indices must be integers, got {type(index).__name__}")
+        index = int(index)
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(f"episode {index} out of range ({self._count} episodes)")
+        k = bisect.bisect_right(self._starts, index) - 1
+        return self._episode(self._manifests[k], index - self._starts[k], index)
+
+    def __iter__(self) -> Iterator[Episode]:
+        for i in range(self._count):
+            yield self[i]
+
+    def close(self) -> None:
+        """Releases cached batches. Episodes already returned stay valid."""
+        self._cache.clear()
+        self._closed = True
+
+    def __enter__(self) -> RecordingReader:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RecordingClosedError("the RecordingReader is closed")
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def _batch(self, m: _Manifest, b: int) -> _Batch:
+        key = (m.name, b)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        info = m.batches[b]
+        where = info["fn"]
+        data, doc = read_json_file(os.path.join(self._directory, info["fn"]), where,
+                                   None if m.legacy else info["json_size"])
+        if not m.legacy and zlib.crc32(data) != info["json_crc32"]:
+            raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
+        if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
+            raise FormatError(f"{where}: a batch must be an object with an 'episodes' list")
+        entries = doc["episodes"]
+        if len(entries) != info["len"]:
+            raise FormatError(f"{where}: {len(entries)} entries, the manifest says {info['len']}")
+        by_episode = {}
+        for pos, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise FormatError(f"{where} entry {pos}: must be an object")
+            if not m.legacy:
+                ep, part = entry.get("episode"), entry.get("part")
+                if type(ep) is not int or type(part) is not int or ep < 0 or part < 0:
+                    raise FormatError(f"{where} entry {pos}: bad 'episode' or 'part'")
+                if entry.get("index") != info["first"] + pos:
+                    raise FormatError(f"{where} entry {pos}: 'index' is not {info['first'] + pos}")
+                by_episode[(ep, part)] = pos
+        batch = _Batch(entries, by_episode)
+        self._cache[key] = batch
+        if len(self._cache) > BATCH_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return batch
+
+    def _episode(self, m: _Manifest, number: int, index: int) -> Episode:
+        b = bisect.bisect_right(m.starts, number) - 1
+        # Batches that start no new episode share their start with the next; take the last
+        # batch whose count of new episodes covers `number`.
+        while b > 0 and m.starts[b] == m.starts[b - 1] and m.batches[b].get(
+                "episodes", m.batches[b]["len"]) == 0:
+            b -= 1
+        if m.legacy:
+            return self._legacy_episode(m, b, number - m.starts[b], index)
+        parts = []
+        part_no = 0
+        # The part-0 entry is in batch b, or (if b starts no episode) a later one.
+        while b < len(m.batches):
+            batch = self._batch(m, b)
+            pos = batch.by_episode.get((number, part_no))
+            if pos is None:
+                if part_no == 0:
+                    b += 1
+                    continue
+                raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} missing")
+            entry = batch.entries[pos]
+            parts.append(self._load_part(m, m.batches[b], entry, part_no))
+            if entry.get("continues") is not True:
+                break
+            part_no += 1
+            b += 1
+        if not parts:
+            raise FormatError(f"{m.name}: episode {number} not found in its batches")
+        return self._join(m, parts, index)
+
+    def _read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool) -> list:
+        """Validates references into one .bin file and reads them (one read when compact)."""
+        path = os.path.join(self._directory, bin_name)
+        parsed: list[ArrayRef] = []
+        for obj, where in refs:
+            ref = parse_ref(obj, where, aligned=aligned)
+            if ref.file != bin_name:
+                raise FormatError(f"{where}: npyfile {ref.file!r} is not this batch's {bin_name!r}")
+            parsed.append(ref)
+        if not parsed:
+            return []
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as e:
+            raise FormatError(f"{bin_name}: cannot open ({e.strerror or e})") from e
+        try:
+            file_size = os.fstat(fd).st_size
+            for ref, (_, where) in zip(parsed, refs):
+                if ref.offset + ref.size > file_size:
+                    raise FormatError(f"{where}: bytes {ref.offset}..{ref.offset + ref.size} lie "
+                                      f"outside {bin_name} ({file_size} bytes)")
+            lo = min(r.offset for r in parsed)
+            hi = max(r.offset + r.size for r in parsed)
+            total = sum(r.size for r in parsed)
+            out = []
+            if hi - lo <= total + SPAN_SLACK_BYTES:
+                buf = _read_exact(fd, lo, hi - lo, bin_name)
+                for ref, (_, where) in zip(parsed, refs):
+                    out.append(self._view(buf, ref.offset - lo, ref, where))
+            else:
+                for ref, (_, where) in zip(parsed, refs):
+                    buf = _read_exact(fd, ref.offset, ref.size, bin_name)
+                    out.append(self._view(buf, 0, ref, where))
+            return out
+        finally:
+            os.close(fd)
+
+    def _view(self, buf: np.ndarray, start: int, ref: ArrayRef, where: str) -> np.ndarray:
+        raw = buf[start:start + ref.size]
+        if self._verify and ref.crc32 is not None and zlib.crc32(raw) != ref.crc32:
+            raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
+        if start % ref.dtype.alignment == 0:
+            return raw.view(ref.dtype).reshape(ref.shape)
+        return raw.copy().view(ref.dtype).reshape(ref.shape)
+
+    def _load_part(self, m: _Manifest, binfo: dict, entry: dict, part_no: int) -> dict:
+        where = f"{binfo['fn']} entry {entry.get('index')}"
+        steps = entry.get("steps")
+        if type(steps) is not int or steps < 0:
+            raise FormatError(f"{where}: 'steps' must be a non-negative integer")
+        obs_rows = steps + 1 if part_no == 0 else steps
+        refs: list[tuple[dict, str]] = []
+        slots: list[tuple[str, int, Any]] = []  # what each ref is
+
+        def want(obj: Any, w: str, kind: str, k: int, expect: Any = None) -> None:
+            if not isinstance(obj, dict) or obj.get("__type") != "ndarray":
+                raise FormatError(f"{w}: expected an array reference")
+            refs.append((obj, w))
+            slots.append((kind, k, expect))
+
+        obs_stored = m.obs_layout.tree_leaves(entry.get("observations"), f"{where} observations")
+        act_stored = m.act_layout.tree_leaves(entry.get("actions"), f"{where} actions")
+        for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
+            if isinstance(leaf, ArrayLeaf):
+                want(obj, w, "obs", k, (obs_rows, *leaf.shape))
+        for k, ((obj, w), leaf) in enumerate(zip(act_stored, m.act_layout.leaves)):
+            if isinstance(leaf, ArrayLeaf):
+                want(obj, w, "act", k, (steps, *leaf.shape))
+        for name in ("rewards", "terminations", "truncations"):
+            want(entry.get(name), f"{where} {name}", name, 0, (steps,))
+        infos = entry.get("infos")
+        info_rows = obs_rows
+        if not isinstance(infos, dict) or infos.get("rows") != info_rows or not isinstance(
+                infos.get("keys"), list):
+            raise FormatError(f"{where}: 'infos' must be {{'rows': {info_rows}, 'keys': [...]}}")
+        for k, col in enumerate(infos["keys"]):
+            w = f"{where} infos column {k}"
+            if not isinstance(col, dict) or not isinstance(col.get("key"), str):
+                raise FormatError(f"{w}: a column needs a string 'key'")
+            if col.get("index") is not None:
+                want(col["index"], w + " index", "info_index", k)
+            if col.get("kind") == "array":
+                want(col.get("values"), w + " values", "info_values", k)
+            elif col.get("kind") != "values" or not isinstance(col.get("values"), list):
+                raise FormatError(f"{w}: 'kind' must be 'array' or 'values'")
+        bin_name = binfo["bin"]
+        arrays = self._read_arrays(bin_name, refs, aligned=True)
+        obs: list[Any] = [None] * len(m.obs_layout.leaves)
+        act: list[Any] = [None] * len(m.act_layout.leaves)
+        named: dict[str, np.ndarray] = {}
+        info_index: dict[int, np.ndarray] = {}
+        info_values: dict[int, np.ndarray] = {}
+        for (kind, k, expect), arr, (_, w) in zip(slots, arrays, refs):
+            if expect is not None and arr.shape != expect:
+                raise FormatError(f"{w}: shape {arr.shape}, expected {expect}")
+            if kind == "obs":
+                obs[k] = arr
+            elif kind == "act":
+                act[k] = arr
+            elif kind == "info_index":
+                info_index[k] = arr
+            elif kind == "info_values":
+                info_values[k] = arr
+            else:
+                named[kind] = arr
+        if named["rewards"].dtype != np.float64:
+            raise FormatError(f"{where} rewards: dtype {named['rewards'].dtype}, expected float64")
+        for name in ("terminations", "truncations"):
+            if named[name].dtype != np.bool_:
+                raise FormatError(f"{where} {name}: dtype {named[name].dtype}, expected bool")
+
+        source = self._value_source(bin_name)
+        for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
+            if isinstance(leaf, ValuesLeaf):
+                obs[k] = decode_values_leaf(leaf, obj, source, w)
+                if len(obs[k]) != obs_rows:
+                    raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
+        for k, ((obj, w), leaf) in enumerate(zip(act_stored, m.act_layout.leaves)):
+            if isinstance(leaf, ValuesLeaf):
+                act[k] = decode_values_leaf(leaf, obj, source, w)
+                if len(act[k]) != steps:
+                    raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
+        rows: list[dict] = [{} for _ in range(info_rows)]
+        for k, col in enumerate(infos["keys"]):
+            w = f"{where} infos column {k}"
+            if k in info_index:
+                idx = info_index[k]
+                if idx.dtype != np.int64 or idx.ndim != 1 or (idx.size and (
+                        idx[0] < 0 or idx[-1] >= info_rows or (np.diff(idx) <= 0).any())):
+                    raise FormatError(f"{w}: index must be ascending int64 rows in [0, {info_rows})")
+                positions = idx.tolist()
+            else:
+                positions = range(info_rows)
+            if col["kind"] == "array":
+                values = info_values[k]
+                if values.ndim == 0 or values.shape[0] != len(positions):
+                    raise FormatError(f"{w}: {values.shape} values for {len(positions)} rows")
+                pytype = col.get("pytype")
+                if pytype in ("bool", "int", "float"):
+                    items = values.tolist()
+                elif pytype is None:
+                    items = list(values)
+                else:
+                    raise FormatError(f"{w}: unknown pytype {pytype!r}")
+            else:
+                if len(col["values"]) != len(positions):
+                    raise FormatError(f"{w}: {len(col['values'])} values for {len(positions)} rows")
+                items = [decode_value(v, source, w) for v in col["values"]]
+            key = col["key"]
+            for pos, item in zip(positions, items):
+                rows[pos][key] = item
+        seed = entry.get("seed")
+        if seed is not None and type(seed) is not int:
+            raise FormatError(f"{where}: 'seed' must be an integer or null")
+        end = entry.get("end")
+        if end is not None and end not in ENDS:
+            raise FormatError(f"{where}: unknown end {end!r}")
+        sub_env = entry.get("sub_env")
+        if sub_env is not None and type(sub_env) is not int:
+            raise FormatError(f"{where}: 'sub_env' must be an integer or null")
+        return {"obs": obs, "act": act, "rewards": named["rewards"],
+                "terminations": named["terminations"], "truncations": named["truncations"],
+                "infos": rows, "seed": seed,
+                "options": decode_value(entry.get("options"), source, f"{where} options"),
+                "end": end if entry.get("continues") is not True else None, "sub_env": sub_env,
+                "no_reset": entry.get("no_reset") is True}
+
+    def _value_source(self, bin_name: str) -> Callable[[dict, str], np.ndarray]:
+        def source(obj: dict, where: str) -> np.ndarray:
+            return self._read_arrays(bin_name, [(obj, where)], aligned=True)[0]
+        return source
+
+    def _join(self, m: _Manifest, parts: list[dict], index: int) -> Episode:
+        def cat(items: list) -> Any:
+            if len(items) == 1:
+                return items[0]
+            if isinstance(items[0], list):
+                return [x for item in items for x in item]
+            return np.concatenate(items)
+
+        first, last = parts[0], parts[-1]
+        obs = [cat([p["obs"][k] for p in parts]) for k in range(len(m.obs_layout.leaves))]
+        act = [cat([p["act"][k] for p in parts]) for k in range(len(m.act_layout.leaves))]
+        return Episode(
+            index=index,
+            observations=obs[0] if m.obs_layout.single else m.obs_layout.unflatten(obs),
+            actions=act[0] if m.act_layout.single else m.act_layout.unflatten(act),
+            rewards=cat([p["rewards"] for p in parts]),
+            terminations=cat([p["terminations"] for p in parts]),
+            truncations=cat([p["truncations"] for p in parts]),
+            infos=cat([p["infos"] for p in parts]),
+            seed=first["seed"], options=first["options"], env_id=m.env_id, end=last["end"],
+            sub_env=first["sub_env"], writer=m.prefix, no_reset=first["no_reset"])
+
+    # -- OpenAI gym-recording files -------------------------------------------------------------
+
+    def _legacy_episode(self, m: _Manifest, b: int, pos: int, index: int) -> Episode:
+        batch = self._batch(m, b)
+        where = f"{m.batches[b]['fn']} episode {pos}"
+        entry = batch.entries[pos]
+        bins: dict[str, list] = {}
+
+        def collect(obj: Any, w: str, depth: int = 0) -> None:
+            if depth > 64:
+                raise FormatError(f"{w}: nested too deeply")
+            if isinstance(obj, dict):
+                if obj.get("__type") == "ndarray":
+                    name = check_plain_name(obj.get("npyfile"), w)
+                    bins.setdefault(name, []).append((obj, w))
+                else:
+                    for k, v in obj.items():
+                        collect(v, f"{w}[{k!r}]", depth + 1)
+            elif isinstance(obj, list):
+                for i, v in enumerate(obj):
+                    collect(v, f"{w}[{i}]", depth + 1)
+
+        for key in ("observations", "actions", "rewards"):
+            if key not in entry:
+                raise FormatError(f"{where}: missing {key!r}")
+            collect(entry[key], f"{where} {key}")
+        loaded: dict[int, np.ndarray] = {}
+        for name, refs in bins.items():
+            for (obj, _), arr in zip(refs, self._read_arrays(name, refs, aligned=False)):
+                loaded[id(obj)] = arr
+
+        def build(obj: Any) -> Any:
+            if isinstance(obj, dict):
+                if obj.get("__type") == "ndarray":
+                    return loaded[id(obj)]
+                return {k: build(v) for k, v in obj.items()}
+            if isinstance(obj, list):
+                items = [build(v) for v in obj]
+                if items and all(isinstance(x, np.ndarray) for x in items) and all(
+                        x.shape == items[0].shape and x.dtype == items[0].dtype for x in items):
+                    return np.stack(items)
+                if items and all(type(x) in (int, float, bool) for x in items):
+                    return np.array(items)
+                return items
+            return obj
+
+        obs = build(entry["observations"])
+        act = build(entry["actions"])
+        rew = build(entry["rewards"])
+        n_obs = len(obs) if hasattr(obs, "__len__") else 0
+        steps = max(n_obs - 1, 0)
+        rewards = np.asarray(rew, dtype=np.float64).reshape(-1) if steps else np.zeros(0)
+        if rewards.shape != (steps,):
+            raise FormatError(f"{where}: {rewards.shape[0]} rewards for {n_obs} observations")
+        if isinstance(act, np.ndarray) and act.ndim == 2 and act.shape == (1, 0):
+            act = act.reshape(0)  # gym-recording wrote np.array([[]]) for "no actions"
+        return Episode(index=index, observations=obs, actions=act, rewards=rewards,
+                       terminations=np.zeros(steps, bool), truncations=np.zeros(steps, bool),
+                       infos=[{} for _ in range(steps + 1)], seed=None, options=None,
+                       env_id=None, end=None, sub_env=None, writer=m.prefix)
+
+
+def _read_exact(fd: int, offset: int, size: int, name: str) -> np.ndarray:
+    buf = np.empty(size, dtype=np.uint8)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if n <= 0:
+            raise FormatError(f"{name}: EOF reading array data, expected {size} bytes got {got}")
+        got += n
+    return buf
+
+
+def scan_recorded_traces(directory: str | os.PathLike,
+                         episode_cb: Callable[[Any, Any, Any], Any],
+                         max_episodes: int | None = None) -> None:
+    """Calls ``episode_cb(observations, actions, rewards)`` for every episode, in order.
+
+    The same signature as OpenAI gym-recording's function, for code that used it.
+
+    Args:
+        directory: the recording directory.
+        episode_cb: called once per episode.
+        max_episodes: stop after this many episodes.
+    """
+    with RecordingReader(directory) as reader:
+        for n, episode in enumerate(reader):
+            if max_episodes is not None and n >= max_episodes:
+                return
+            episode_cb(episode.observations, episode.actions, episode.rewards)

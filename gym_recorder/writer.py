@@ -1,0 +1,384 @@
+"""Batch writing: turns batches into a .bin, a .json and a manifest entry, in that order.
+
+A background thread does the writing, so that the process stepping the environment only copies
+values into memory. At most :data:`MAX_PENDING_BATCHES` batches wait for the thread; beyond that
+:meth:`BatchWriter.submit` blocks, which bounds memory. Errors from the thread are raised as
+:class:`WriteError` from the next ``submit``, ``flush`` or ``close``; the batches that could not be
+written are kept in memory and retried by ``flush()`` and ``close()``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import queue
+import secrets
+import socket
+import threading
+import zlib
+from typing import Any
+
+import atomicwrites
+import numpy as np
+
+from ._version import __version__
+from .buffer import Batch, Part
+from .errors import RecordingClosedError, UnsupportedValueError, WriteError
+from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
+                     check_prefix, dumps, encode_value, manifest_name)
+from .spaces import Layout
+
+__all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
+
+# Batches handed to the writer thread and not yet written; submit() blocks beyond this, so memory
+# stays within (MAX_PENDING_BATCHES + 2) batches.
+MAX_PENDING_BATCHES = 2
+_ZEROS = bytes(ALIGNMENT)
+_counter = 0
+_counter_lock = threading.Lock()
+
+
+def default_prefix() -> str:
+    """Returns a new writer prefix, unique across processes and hosts sharing a directory."""
+    global _counter
+    with _counter_lock:
+        _counter += 1
+        n = _counter
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    return f"{LEGACY_PREFIX}{stamp}.{os.getpid()}.{secrets.token_hex(4)}{n:02d}"
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _NoSyncWriter(atomicwrites.AtomicWriter):
+    """An atomic writer (temp file in the same directory, then rename) that leaves fsync to us."""
+
+    def sync(self, f: Any) -> None:
+        f.flush()
+
+    def commit(self, f: Any) -> None:
+        os.replace(f.name, self._path)
+
+
+class _SyncWriter(atomicwrites.AtomicWriter):
+    """An atomic writer that fsyncs the file, then renames (the directory is synced separately)."""
+
+    def commit(self, f: Any) -> None:
+        os.replace(f.name, self._path)
+
+
+class _BinSink:
+    """Writes arrays one after another into an open .bin file, aligned, and returns references."""
+
+    def __init__(self, f: Any, name: str) -> None:
+        self.f = f
+        self.name = name
+        self.offset = 0
+
+    def __call__(self, arr: np.ndarray) -> dict:
+        pad = -self.offset % ALIGNMENT
+        if pad:
+            self.f.write(_ZEROS[:pad])
+            self.offset += pad
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        data = memoryview(arr).cast("B") if arr.size else b""
+        self.f.write(data)
+        ref = {"__type": "ndarray", "shape": list(arr.shape), "order": "C",
+               "dtype": arr.dtype.str, "npyfile": self.name, "npyoff": self.offset,
+               "size": arr.nbytes, "crc32": zlib.crc32(data)}
+        self.offset += arr.nbytes
+        return ref
+
+
+def _info_columns(rows: int, infos: list[tuple[int, dict]], sink: _BinSink, where: str) -> dict:
+    """Encodes sparse (row, info) pairs as INFOS columns (see the format specification)."""
+    columns: dict[str, tuple[list[int], list[Any]]] = {}
+    for row, info in infos:
+        for key, value in info.items():
+            if type(key) is not str:
+                raise UnsupportedValueError(
+                    f"{where} row {row}: info key {key!r} is not a string")
+            col = columns.get(key)
+            if col is None:
+                col = columns[key] = ([], [])
+            col[0].append(row)
+            col[1].append(value)
+    out = []
+    for key, (index, values) in columns.items():
+        entry: dict[str, Any] = {"key": key}
+        entry["index"] = None if len(index) == rows else sink(np.array(index, dtype=np.int64))
+        first = values[0]
+        t = type(first)
+        stacked = None
+        pytype = None
+        if t in (bool, int, float) and all(type(v) is t for v in values):
+            pytype = t.__name__
+            try:
+                stacked = np.array(values, dtype={"bool": np.bool_, "int": np.int64,
+                                                  "float": np.float64}[pytype])
+            except OverflowError:
+                stacked = None
+        elif isinstance(first, (np.ndarray, np.generic)) and first.dtype.kind in "biufc" and all(
+                type(v) is t and v.dtype == first.dtype and v.shape == first.shape for v in values):
+            stacked = np.stack(values) if t is np.ndarray else np.array(values, dtype=first.dtype)
+        if stacked is not None:
+            entry["kind"] = "array"
+            entry["pytype"] = pytype
+            entry["values"] = sink(stacked)
+        else:
+            entry["kind"] = "values"
+            entry["pytype"] = None
+            entry["values"] = [encode_value(v, sink, f"{where} info[{key!r}]") for v in values]
+        out.append(entry)
+    return {"rows": rows, "keys": out}
+
+
+class BatchWriter:
+    """Writes batches for one writer prefix into a recording directory.
+
+    Args:
+        directory: the recording directory (created if missing).
+        prefix: the writer's file prefix; None for a new unique one.
+        header: manifest fields describing the recording (env_id, spaces, ...).
+        obs_layout: layout of the observation space.
+        act_layout: layout of the action space.
+        fsync: make every batch durable before it is committed (see the format's "durability").
+        on_batch_written: called from the writer thread with (bytes written, steps) per batch.
+
+    Raises:
+        FileExistsError: if the prefix already has a manifest in the directory.
+        ValueError: if the prefix is not a valid file-name prefix.
+    """
+
+    def __init__(self, directory: str, prefix: str | None, header: dict, obs_layout: Layout,
+                 act_layout: Layout, *, fsync: bool = False, on_batch_written=None) -> None:
+        self.prefix = check_prefix(prefix) if prefix is not None else default_prefix()
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self._manifest_path = os.path.join(directory, manifest_name(self.prefix))
+        if os.path.lexists(self._manifest_path):
+            raise FileExistsError(
+                f"{self._manifest_path} exists: the prefix {self.prefix!r} is already used in "
+                "this directory (pick another file_prefix, or None for a unique one)")
+        self._obs_layout = obs_layout
+        self._act_layout = act_layout
+        self._fsync = fsync
+        self._on_batch_written = on_batch_written
+        self._manifest = {
+            "format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
+            "created": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"),
+            "writer": {"library": "gym_recorder", "library_version": __version__,
+                       "hostname": socket.gethostname(), "pid": os.getpid()},
+            **header,
+            "batches": [], "complete": False,
+        }
+        self._next_entry = 0
+        self._unsynced: list[str] = []
+        self._queue: queue.Queue = queue.Queue(maxsize=MAX_PENDING_BATCHES)
+        self._lock = threading.Lock()
+        self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
+        self._error: BaseException | None = None
+        self._error_path = ""
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
+                                        daemon=True)
+        self._thread.start()
+        # The manifest exists from the start (with no batches): it claims the prefix, and a
+        # reader sees the recording's spaces even before the first batch.
+        self._write_manifest()
+
+    # -- public -----------------------------------------------------------------------------
+
+    @property
+    def batches_written(self) -> int:
+        """Number of batches committed so far."""
+        return len(self._manifest["batches"])
+
+    def submit(self, batch: Batch) -> None:
+        """Queues a batch for writing (blocks while MAX_PENDING_BATCHES are queued).
+
+        Raises:
+            WriteError: if an earlier batch failed to be written (it is kept for a retry).
+        """
+        if self._closed:
+            raise RecordingClosedError("the recorder is closed")
+        first = self._next_entry
+        self._next_entry += len(batch.parts)
+        with self._lock:
+            if self._failed or self._error is not None:
+                self._failed.append((first, batch))
+                self._raise_pending()
+        self._queue.put((first, batch))
+
+    def flush(self) -> None:
+        """Waits until every submitted batch is written, retrying failed ones, then fsyncs.
+
+        Raises:
+            WriteError: if a batch still cannot be written; it stays in memory for a retry.
+        """
+        self._queue.join()
+        with self._lock:
+            while self._failed:
+                first, batch = self._failed[0]
+                try:
+                    self._write_batch(first, batch)
+                except OSError as e:
+                    self._error = e
+                    self._raise_pending()
+                except UnsupportedValueError:
+                    self._failed.pop(0)
+                    batch.release()
+                    raise
+                self._failed.pop(0)
+            self._error = None
+        try:
+            self._sync_all()
+        except OSError as e:
+            raise WriteError(f"cannot fsync the recording in {self.directory}: {e}") from e
+
+    def close(self) -> None:
+        """Writes everything, marks the manifest complete, fsyncs, and stops the thread.
+
+        Raises:
+            WriteError: if something could not be written (what was kept is in the message).
+        """
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+        self._manifest["complete"] = True
+        try:
+            self._write_manifest()
+            self._sync_all()
+        except OSError as e:
+            raise WriteError(f"cannot write {self._manifest_path}: {e}") from e
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                first, batch = item
+                with self._lock:
+                    if self._failed or self._error is not None:
+                        self._failed.append((first, batch))
+                        continue
+                    try:
+                        self._write_batch(first, batch)
+                    except BaseException as e:  # kept, and raised in the caller's thread
+                        self._error = e
+                        self._failed.append((first, batch))
+            finally:
+                self._queue.task_done()
+
+    def _raise_pending(self) -> None:
+        """Raises the pending error (called with the lock held); the batches stay kept."""
+        error, self._error = self._error, None
+        steps = sum(b.steps for _, b in self._failed)
+        if isinstance(error, UnsupportedValueError):
+            self._failed.clear()
+            raise error
+        cause = error if error is not None else "an earlier batch failed"
+        raise WriteError(
+            f"cannot write batch {self._error_path or self.prefix} in {self.directory}: {cause}; "
+            f"{len(self._failed)} batch(es) with {steps} steps are kept in memory and will be "
+            "retried by flush() or close()") from error
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _atomic(self, path: str, mode: str) -> Any:
+        cls = _SyncWriter if self._fsync else _NoSyncWriter
+        return cls(path, mode=mode, overwrite=True).open()
+
+    def _write_batch(self, first: int, batch: Batch) -> None:
+        stem = batch_stem(self.prefix, first)
+        bin_name, json_name = stem + ".bin", stem + ".json"
+        bin_path = os.path.join(self.directory, bin_name)
+        json_path = os.path.join(self.directory, json_name)
+        self._error_path = bin_path
+        with self._atomic(bin_path, "wb") as f:
+            sink = _BinSink(f, bin_name)
+            entries = [self._encode_part(first + k, part, sink, json_name)
+                       for k, part in enumerate(batch.parts)]
+            bin_size = sink.offset
+        doc = dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
+                     "first": first, "episodes": entries})
+        self._error_path = json_path
+        with self._atomic(json_path, "wb") as f:
+            f.write(doc)
+        self._unsynced += [bin_path, json_path]
+        self._manifest["batches"].append({
+            "first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
+            "json_size": len(doc), "bin_size": bin_size, "json_crc32": zlib.crc32(doc),
+            "steps": batch.steps,
+            "episodes": sum(1 for p in batch.parts if p.part == 0)})
+        self._error_path = self._manifest_path
+        try:
+            self._write_manifest()
+        except BaseException:
+            self._manifest["batches"].pop()
+            raise
+        self._error_path = ""
+        if self._on_batch_written is not None:
+            self._on_batch_written(bin_size + len(doc), batch.steps)
+        batch.release()
+
+    def _write_manifest(self) -> None:
+        doc = dumps(self._manifest)
+        if self._fsync:
+            with atomicwrites.atomic_write(self._manifest_path, mode="wb", overwrite=True) as f:
+                f.write(doc)
+            self._unsynced.clear()
+        else:
+            with self._atomic(self._manifest_path, "wb") as f:
+                f.write(doc)
+
+    def _sync_all(self) -> None:
+        """fsyncs every file written since the last sync, then the directory."""
+        paths, self._unsynced = self._unsynced, []
+        for path in paths:
+            _fsync_path(path)
+        _fsync_path(self._manifest_path)
+        _fsync_path(self.directory)
+
+    def _encode_part(self, index: int, part: Part, sink: _BinSink, where: str) -> dict:
+        where = f"{where} entry {index}"
+        return {
+            "index": index, "episode": part.episode, "part": part.part,
+            "continues": part.continues, "steps": part.steps,
+            "observations": self._encode_tree(self._obs_layout, part.observations, sink,
+                                              f"{where} observations"),
+            "actions": self._encode_tree(self._act_layout, part.actions, sink,
+                                         f"{where} actions"),
+            "rewards": sink(part.rewards),
+            "terminations": sink(part.terminations),
+            "truncations": sink(part.truncations),
+            "infos": _info_columns(part.info_rows, part.infos, sink, where),
+            "seed": part.seed if part.seed is None or type(part.seed) is int else int(part.seed),
+            "options": encode_value(part.options, sink, f"{where} options"),
+            "end": part.end, "sub_env": part.sub_env,
+            **({"no_reset": True} if part.no_reset else {}),
+        }
+
+    def _encode_tree(self, layout: Layout, leaves: list, sink: _BinSink, where: str) -> Any:
+        encoded = []
+        for leaf_values in leaves:
+            if type(leaf_values) is list:
+                encoded.append({"__type": "values", "values": [
+                    encode_value(v, sink, where) for v in leaf_values]})
+            else:
+                encoded.append(sink(leaf_values))
+        return encoded[0] if layout.single else layout.unflatten_json(encoded)
