@@ -184,6 +184,7 @@ class StepBuffer:
         self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
         self._open_episode: dict | None = None
         self._last_obs: list | None = None
+        self._last_obs_row: int | None = None  # row of the last ended episode's final obs
         self._new_columns()
 
     # -- sizing ----------------------------------------------------------------------------
@@ -228,8 +229,20 @@ class StepBuffer:
         self._cols = cols
         self._obs_cols = cols.obs
         self._act_cols = cols.act
-        self._obs0 = cols.obs[0] if self._obs_layout.single else None
-        self._act0 = cols.act[0] if self._act_layout.single else None
+        # Fast paths for a space that is one stacked array (not one leaf of values, e.g. Sequence).
+        self._obs0 = cols.obs[0] if self._obs_layout.single and type(cols.obs[0]) is not list \
+            else None
+        self._act0 = cols.act[0] if self._act_layout.single and type(cols.act[0]) is not list \
+            else None
+        self._cap_steps = cols.steps
+        self._cap_obs = cols.obs_rows
+        self._obs_shape = self._obs0.shape[1:] if self._obs0 is not None else None
+        self._act_shape = self._act0.shape[1:] if self._act0 is not None else None
+        # Scalar types stored exactly into a single scalar action leaf without conversion.
+        self._act_scalars: tuple = ()
+        if self._act0 is not None and self._act0.ndim == 1:
+            dtype = self._act0.dtype
+            self._act_scalars = (dtype.type,) + ((int,) if dtype == np.int64 else ())
         self._n_obs = 0
         self._n_steps = 0
         self._rewards: list[float] = []
@@ -319,8 +332,13 @@ class StepBuffer:
                sub_env: int | None, no_reset: bool) -> None:
         options = snapshot(options, "reset options")
         info = self._info(info, "reset info")
-        self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
-                    "observation")
+        obs0 = self._obs0
+        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+                and obs.shape == self._obs_shape:
+            obs0[self._n_obs] = obs
+        else:
+            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
+                        "observation")
         seg = {"episode": self.episodes_started, "part": 0, "obs0": self._n_obs,
                "step0": self._n_steps, "info0": self._n_info, "seed": seed,
                "options": options, "sub_env": sub_env, "no_reset": no_reset}
@@ -332,28 +350,30 @@ class StepBuffer:
         self._open_episode = seg
 
     def add_step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
-                 info: dict) -> None:
-        """Appends one transition to the open episode (callers check :attr:`full` first)."""
+                 info: dict) -> bool:
+        """Appends one transition to the open episode.
+
+        Returns:
+            True when the batch is full: the caller must :meth:`take` it before the next step.
+        """
         rec_info = self._info(info, "info") if info else None
-        seg = self._open_episode
-        if seg is None:
+        if self._open_episode is None:
             # A step after the episode ended, without reset: record it as a new episode that
             # starts from the last observation and is marked "no_reset".
-            self._begin(self._last_obs, {}, None, None, None, no_reset=True)
+            self._begin(self._last_observation(), {}, None, None, None, no_reset=True)
         i = self._n_steps
         act0 = self._act0
-        if act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
-                and action.shape == act0.shape[1:]:
-            act0[i] = action
-        elif act0 is not None and type(action) is int and act0.dtype.kind == "i" and act0.ndim == 1 \
-                and -(1 << 63) <= action < (1 << 63):
+        # Fast paths (one leaf, a value of exactly the leaf's type): a plain numpy setitem.
+        if act0 is not None and (type(action) in self._act_scalars or (
+                type(action) is np.ndarray and action.dtype is act0.dtype
+                and action.shape == self._act_shape)):
             act0[i] = action
         else:
             self._store(self._act_cols, self._act_layout, self._act_flatten, i, action, "action")
         obs0 = self._obs0
         n = self._n_obs
         if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
-                and obs.shape == obs0.shape[1:]:
+                and obs.shape == self._obs_shape:
             obs0[n] = obs
         else:
             self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
@@ -363,8 +383,8 @@ class StepBuffer:
                 raise UnsupportedValueError(f"reward must be a scalar, got shape {np.shape(reward)}")
             reward = float(reward)
         self._rewards.append(reward)
-        self._terms.append(bool(terminated))
-        self._truncs.append(bool(truncated))
+        self._terms.append(terminated)
+        self._truncs.append(truncated)
         if rec_info:
             self._infos.append((self._n_info, rec_info))
         self._n_info += 1
@@ -372,6 +392,7 @@ class StepBuffer:
         self._n_steps = i + 1
         if terminated or truncated:
             self.end_episode("terminated" if terminated else "truncated")
+        return i + 1 >= self._cap_steps or n + 1 >= self._cap_obs
 
     def end_episode(self, end: str) -> None:
         """Ends the open episode (if any) with the given reason."""
@@ -381,10 +402,22 @@ class StepBuffer:
         seg["end"] = end
         self._close_segment(seg)
         self._open_episode = None
-        # Remember the final observation, for steps taken without a reset.
-        n = self._n_obs - 1
+        # Remember the final observation, for steps taken without a reset (if the episode has
+        # no row in this batch, take() remembered it when it cut the episode).
+        # (Only the row is noted here; it is copied out if a batch is taken before it is used.)
+        if self._n_obs > seg["obs0"]:
+            self._last_obs_row = self._n_obs - 1
+
+    def _remember_last_obs(self, row: int | None = None) -> None:
+        n = self._n_obs - 1 if row is None else row
         last = [c[n] if type(c) is list else c[n].copy() for c in self._obs_cols]
         self._last_obs = last[0] if self._obs_layout.single else self._obs_layout.unflatten(last)
+        self._last_obs_row = None
+
+    def _last_observation(self) -> Any:
+        if self._last_obs_row is not None:
+            self._remember_last_obs(self._last_obs_row)
+        return self._last_obs
 
     def _close_segment(self, seg: dict) -> None:
         seg["obs1"] = self._n_obs
@@ -438,6 +471,10 @@ class StepBuffer:
             pool.append(cols)
 
         batch = Batch(parts, steps, release)
+        if open_seg is not None:
+            self._remember_last_obs()  # the cut episode's last row is in this batch
+        elif self._last_obs_row is not None:
+            self._remember_last_obs(self._last_obs_row)
         self._new_columns()
         if open_seg is not None:
             self._open_episode = {"episode": open_seg["episode"], "part": open_seg["part"] + 1,

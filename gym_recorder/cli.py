@@ -1,139 +1,577 @@
-"""The ``gym-recorder`` command line: a thin layer over the library."""
+"""The ``gym-recorder`` command line: argument handling over the library, nothing more.
+
+Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
+``repair``; ``gym-recorder COMMAND --help`` shows each one's options and examples. Exit status 0
+means success, 1 an error (one line on stderr, no traceback) or a failed check, 2 a usage error,
+130 an interrupted ``record`` (what was recorded is kept).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import secrets
+import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from ._version import __version__
 from .errors import RecorderError
-from .reader import RecordingReader
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+PROG = "gym-recorder"
+# Exit statuses (sysexits-like conventions of Python CLIs; 130 = 128 + SIGINT as shells report).
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130
+# Episodes shown by `info` unless --limit says otherwise (the first and last halves).
+DEFAULT_TABLE_LIMIT = 20
+# Seeds drawn when --seed is not given: below 2**31 so that every env's seeding accepts them.
+RANDOM_SEED_BOUND = 2**31
+# How often the progress bar's MB figure re-scans the directory (seconds).
+PROGRESS_BYTES_INTERVAL = 0.5
+MB = 1_000_000
 
 
 class CommandError(RecorderError):
     """A command cannot do what was asked (reported as one line on stderr)."""
 
 
-def _make_env(env_id: str, env_kwargs: dict | None = None) -> Any:
-    import gymnasium as gym
+# -- helpers -------------------------------------------------------------------------------------
 
-    if env_id.startswith("sample_envs/"):
-        import sample_envs  # noqa: F401  (registers the sample envs)
+def _say(args: argparse.Namespace, text: str = "") -> None:
+    if not args.quiet:
+        print(text)
+
+
+def _json_object(text: str) -> dict:
+    """argparse type for --env-kwargs: a JSON object."""
     try:
-        return gym.make(env_id, **(env_kwargs or {}))
-    except gym.error.Error as e:
-        raise CommandError(f"cannot make env {env_id!r}: {e}") from e
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e})") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"render_mode\": "
+                                         "\"rgb_array\"}'")
+    return value
 
 
-def _dir_bytes(directory: str) -> int:
-    return sum(e.stat(follow_symlinks=False).st_size for e in os.scandir(directory)
-               if e.is_file(follow_symlinks=False))
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _pixels(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT, e.g. 1000x600") from e
+    if w < 1 or h < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: width and height must be positive")
+    return w, h
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+class _StopOnInterrupt:
+    """Turns the first Ctrl-C into a flag the recording loop polls; a second one interrupts."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, self._previous)
+
+    def __enter__(self) -> _StopOnInterrupt:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread: Ctrl-C raises KeyboardInterrupt as usual
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+class _Progress:
+    """A tqdm bar on stderr: steps, steps/s, episodes and MB written (none if tqdm is missing,
+    with --quiet, or when stderr is not a terminal)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.bar = None
+        self.episodes_total = args.episodes
+        self._next_bytes = 0.0
+        self._mb = 0.0
+        if args.quiet:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self.bar = tqdm(total=args.steps, unit="step", desc="recording", file=sys.stderr,
+                        disable=None, dynamic_ncols=True, leave=False)
+
+    def __call__(self, status: Any) -> None:
+        bar = self.bar
+        if bar is None or bar.disable:
+            return
+        bar.update(status.steps - bar.n)
+        now = time.monotonic()
+        if now >= self._next_bytes:
+            from .replay import writer_bytes
+
+            self._next_bytes = now + PROGRESS_BYTES_INTERVAL
+            self._mb = writer_bytes(status.directory, status.prefix) / MB
+            total = f"/{self.episodes_total}" if self.episodes_total else ""
+            bar.set_postfix_str(f"episodes={status.episodes}{total}, {self._mb:.2f} MB",
+                                refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# -- commands ------------------------------------------------------------------------------------
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .wrapper import RecordingWrapper
+    from .replay import load_policy, record_env, writer_bytes
 
-    env = _make_env(args.env_id)
-    steps = 0
-    with RecordingWrapper(env, args.directory) as rec:
-        rec.action_space.seed(args.seed)
-        for i in range(args.episodes):
-            rec.reset(seed=args.seed if i == 0 else None)
-            done = False
-            while not done:
-                _, _, terminated, truncated, _ = rec.step(rec.action_space.sample())
-                steps += 1
-                done = terminated or truncated
-        prefix = rec.file_prefix
-    if not args.quiet:
-        print(f"recorded {args.episodes} episodes, {steps} steps of {args.env_id} into "
-              f"{args.directory} (writer {prefix}, {_dir_bytes(args.directory):,} bytes on disk)")
-    return 0
-
-
-def _summary(reader: RecordingReader) -> dict:
-    lengths, returns, ends = [], [], {}
-    for ep in reader:
-        lengths.append(ep.length)
-        returns.append(ep.total_reward)
-        ends[str(ep.end)] = ends.get(str(ep.end), 0) + 1
-    rets = np.array(returns) if returns else np.zeros(0)
-    return {
-        "directory": reader.directory,
-        "env_id": reader.env_id,
-        "episodes": len(lengths),
-        "steps": int(sum(lengths)),
-        "bytes": _dir_bytes(reader.directory),
-        "writers": len(reader.writers),
-        "observation_space": str(reader.observation_space),
-        "action_space": str(reader.action_space),
-        "return_mean": float(rets.mean()) if rets.size else None,
-        "return_min": float(rets.min()) if rets.size else None,
-        "return_max": float(rets.max()) if rets.size else None,
-        "ends": ends,
-    }
+    policy = load_policy(args.policy) if args.policy else None
+    if args.episodes is None and args.steps is None:
+        args.episodes = 10
+    seed = args.seed if args.seed is not None else secrets.randbelow(RANDOM_SEED_BOUND)
+    recorder_kwargs: dict[str, Any] = {"target_batch_bytes": args.target_batch_bytes,
+                                       "flush_interval": args.flush_interval}
+    if args.file_prefix:
+        recorder_kwargs["file_prefix"] = args.file_prefix
+    if args.num_envs is not None:
+        try:
+            import gym_recorder.vector  # noqa: F401
+        except ImportError as e:
+            raise CommandError(f"--num-envs needs gym_recorder.vector, which cannot be imported "
+                               f"({e})") from e
+    progress = _Progress(args)
+    try:
+        with _StopOnInterrupt() as stop:
+            status = record_env(args.env_id, args.directory, policy=policy,
+                                episodes=args.episodes, steps=args.steps, seed=seed,
+                                num_envs=args.num_envs, env_kwargs=args.env_kwargs,
+                                recorder_kwargs=recorder_kwargs, on_step=progress,
+                                should_stop=lambda: stop.requested)
+    finally:
+        progress.close()
+    size = writer_bytes(status.directory, status.prefix)
+    unfinished = (f" + {status.unfinished} unfinished (end 'close')"
+                  if status.unfinished else "")
+    what = (f"{status.episodes} episodes{unfinished}, {status.steps} steps of {args.env_id} "
+            f"into {args.directory} (seed {seed}, {size:,} bytes, writer {status.prefix})")
+    if status.interrupted:
+        print(f"{PROG} record: interrupted; kept {what}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    _say(args, f"recorded {what}")
+    return EXIT_OK
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    with RecordingReader(args.directory) as reader:
-        s = _summary(reader)
+    from .export import summarize
+
+    s = summarize(args.directory)
     if args.json:
-        print(json.dumps(s, indent=2))
-        return 0
-    print(f"directory:         {s['directory']}")
-    print(f"env id:            {s['env_id']}")
-    print(f"episodes:          {s['episodes']}")
-    print(f"steps:             {s['steps']}")
-    print(f"bytes on disk:     {s['bytes']:,}")
-    print(f"writers:           {s['writers']}")
-    print(f"observation space: {s['observation_space']}")
-    print(f"action space:      {s['action_space']}")
-    if s["episodes"]:
-        print(f"return:            mean {s['return_mean']:.4g}, min {s['return_min']:.4g}, "
-              f"max {s['return_max']:.4g}")
-    print("ends:              " + ", ".join(f"{k}: {v}" for k, v in sorted(s["ends"].items())))
-    return 0
+        print(json.dumps(s, indent=2, allow_nan=False))
+        return EXIT_OK
+    if args.quiet:
+        return EXIT_OK
+    lines = [
+        f"directory          {s['directory']}",
+        f"env id             {s['env_id'] or '-'}",
+        f"observation space  {s['observation_space'] or '-'}",
+        f"action space       {s['action_space'] or '-'}",
+        f"episodes           {s['episodes']:,}",
+        f"steps              {s['steps']:,}",
+        f"return             mean {_fmt(s['return_mean'])}, min {_fmt(s['return_min'])}, "
+        f"max {_fmt(s['return_max'])}",
+        "ends               " + (", ".join(f"{k} {v}" for k, v in s["ends"].items()) or "-"),
+        f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
+        f"writers            {len(s['writers'])}",
+    ]
+    for k, w in enumerate(s["writers"]):
+        state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
+        vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
+        lines.append(f"  {k:>3}  {w['prefix']}  {w['episodes']} episodes, {w['batches']} "
+                     f"batch{'es' if w['batches'] != 1 else ''}, {state}{vector}")
+    print("\n".join(lines))
+    rows = s["episode_table"]
+    if not rows:
+        return EXIT_OK
+    limit = args.limit if args.limit else len(rows)
+    shown = rows if len(rows) <= limit else rows[: (limit + 1) // 2] + [None] + rows[
+        len(rows) - limit // 2:]
+    header = ("episode", "length", "return", "end", "seed", "sub_env", "writer")
+    table = [header]
+    for r in shown:
+        if r is None:
+            table.append(("...",) + ("",) * (len(header) - 1))
+            continue
+        table.append((str(r["index"]), str(r["length"]), _fmt(r["return"]), r["end"] or "-",
+                      "-" if r["seed"] is None else str(r["seed"]),
+                      "-" if r["sub_env"] is None else str(r["sub_env"]), str(r["writer"])))
+    widths = [max(len(row[c]) for row in table) for c in range(len(header))]
+    print()
+    for row in table:
+        print("  ".join(cell.rjust(w) if c not in (3,) else cell.ljust(w)
+                        for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    if len(rows) > limit:
+        print(f"({len(rows) - limit} episodes not shown; --limit 0 shows all)")
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import replay_recording
+
+    counts = {"match": 0, "mismatch": 0, "skipped": 0}
+    first_bad = None
+    for check in replay_recording(args.directory, only=args.episode):
+        counts[check.status] += 1
+        where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
+                                            if check.sub_env is not None else "")
+        if check.status == "match":
+            _say(args, f"{where}: match ({check.length} steps)")
+        elif check.status == "skipped":
+            _say(args, f"{where}: skipped: {check.message}")
+        else:
+            first_bad = first_bad or check
+            print(f"{where}: MISMATCH at step {check.step} of {check.length}: {check.message}")
+    total = sum(counts.values())
+    summary = (f"{total} episodes replayed: {counts['match']} match, {counts['mismatch']} "
+               f"mismatch, {counts['skipped']} skipped")
+    if first_bad is not None:
+        raise CommandError(f"{summary} (first: episode {first_bad.index} at step "
+                           f"{first_bad.step})")
+    if total and not counts["match"]:
+        raise CommandError(f"{summary}: nothing could be checked")
+    _say(args, summary)
+    return EXIT_OK
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .export import plot_returns, summarize
+
+    s = summarize(args.directory)
+    plot_returns(s, args.output, size=args.size, dpi=args.dpi)
+    _say(args, f"wrote {args.output}: return and length of {s['episodes']} episodes "
+               f"({args.size[0]}x{args.size[1]} pixels)")
+    return EXIT_OK
+
+
+def cmd_video(args: argparse.Namespace) -> int:
+    from .export import DEFAULT_FPS, image_leaves, write_video
+    from .reader import RecordingReader
+
+    frames = None
+    with RecordingReader(args.directory) as reader:
+        episode = reader[args.episode]
+        index = episode.index
+        if args.source != "render":
+            leaves = image_leaves(episode.observations)
+            if args.key is not None:
+                leaves = [(k, v) for k, v in leaves if k == args.key.strip("/")]
+                if not leaves:
+                    raise CommandError(f"episode {index} has no uint8 H x W x 3 observation "
+                                       f"leaf {args.key!r}")
+            if leaves:
+                key, frames = leaves[0]
+                source = f"observations{'/' + key if key else ''}"
+            elif args.source == "observations":
+                raise CommandError(f"episode {index}: the observations hold no uint8 H x W x 3 "
+                                   f"images; use --source render")
+    fps = args.fps
+    if frames is None:
+        from .replay import replay_frames
+
+        # rgb_array rendering needs no sound; pygame-based envs otherwise probe the audio
+        # devices and print errors on headless machines.
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        check = replay_frames(args.directory, index)
+        frames = check.frames
+        source = "replay with render_mode='rgb_array'"
+        fps = fps or check.render_fps
+        if check.status == "mismatch":
+            print(f"{PROG} video: warning: the replay of episode {index} diverges from the "
+                  f"recording at step {check.step} ({check.message})", file=sys.stderr)
+    fps = fps or DEFAULT_FPS
+    n = write_video(frames, args.output, fps=fps)
+    _say(args, f"wrote {args.output}: {n} frames of episode {index} from {source}, {fps:g} fps")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .export import export_npz
+
+    result = export_npz(args.directory, args.output, compress=args.compress)
+    _say(args, f"wrote {result['path']}: {result['episodes']} episodes, {result['steps']} steps")
+    if not args.quiet:
+        width = max(len(k) for k in result["arrays"])
+        for name, (shape, dtype) in result["arrays"].items():
+            print(f"  {name.ljust(width)}  {np.dtype(dtype).name:<8}  {tuple(shape)}")
+    return EXIT_OK
+
+
+def _integrity() -> Any:
+    try:
+        from . import integrity
+    except ImportError as e:
+        raise CommandError(f"gym_recorder.integrity cannot be imported ({e})") from e
+    return integrity
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    problems = _integrity().verify(args.directory)
+    for p in problems:
+        print(f"{p.path}: {p.message}")
+    if problems:
+        raise CommandError(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found "
+                           f"in {args.directory}")
+    _say(args, f"{args.directory}: no problems found")
+    return EXIT_OK
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    actions = _integrity().repair(args.directory)
+    for line in actions:
+        _say(args, line)
+    if not actions:
+        _say(args, f"{args.directory}: nothing to repair")
+    return EXIT_OK
+
+
+# -- the parser ----------------------------------------------------------------------------------
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``gym-recorder`` and its subcommands."""
+    fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="gym-recorder", description="Record Gymnasium environments and inspect recordings.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("record", help="record episodes of an env with a random policy",
-                       epilog="example: gym-recorder record CartPole-v1 --episodes 10 "
-                              "--directory recordings/cartpole --seed 0")
-    p.add_argument("env_id", help="a registered Gymnasium env id, e.g. CartPole-v1")
-    p.add_argument("--episodes", type=int, default=10, help="episodes to record (default 10)")
-    p.add_argument("--directory", "-d", required=True, help="the recording directory")
-    p.add_argument("--seed", type=int, default=None, help="seed for the first reset and policy")
-    p.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
-    p.set_defaults(func=cmd_record)
-    p = sub.add_parser("info", help="summarise a recording",
-                       epilog="example: gym-recorder info recordings/cartpole --json")
+        prog=PROG, formatter_class=fmt,
+        description="Record Gymnasium environments, and inspect, check, plot, film and export "
+                    "recordings.",
+        epilog=_examples(
+            "gym-recorder record CartPole-v1 --episodes 10 --directory rec --seed 0",
+            "gym-recorder info rec",
+            "gym-recorder replay rec",
+            "gym-recorder COMMAND --help"))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the full traceback of an error (for bug reports)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", "-q", action="store_true",
+                        help="print nothing on success (errors still go to stderr)")
+
+    def add(name: str, func: Any, help: str, description: str, epilog: str
+            ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+                           parents=[common], formatter_class=fmt)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("record", cmd_record, "record episodes of an env",
+            "Record a registered Gymnasium env driven by a random policy (or --policy). The "
+            "first reset is seeded with --seed, later ones are not, so `replay` can reproduce "
+            "the run. Ctrl-C stops cleanly: everything recorded so far is kept (exit status "
+            "130).",
+            _examples(
+                "gym-recorder record CartPole-v1 --episodes 10 --directory rec --seed 0",
+                "gym-recorder record Pendulum-v1 --steps 5000 -d rec/pendulum",
+                "gym-recorder record CartPole-v1 -d rec --policy mypolicies:balance",
+                "gym-recorder record CartPole-v1 -d rec --env-kwargs "
+                "'{\"render_mode\": \"rgb_array\"}'",
+                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
+    p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
+                                  "'module:EnvId' imports module first)")
+    p.add_argument("--directory", "-d", required=True, help="the recording directory (created "
+                                                            "if missing)")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--episodes", "-n", type=_positive_int,
+                      help="stop after this many episodes ended (default 10)")
+    stop.add_argument("--steps", type=_positive_int,
+                      help="stop after this many steps (the open episode ends with 'close')")
+    p.add_argument("--seed", type=int, help="seed of the first reset and of the random policy "
+                                            "(default: a random seed, printed)")
+    p.add_argument("--policy", metavar="MODULE:CALLABLE",
+                   help="callable(observation) -> action, imported from MODULE (or a file "
+                        "path.py); default: sample the action space")
+    p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+                   help="keyword arguments for gymnasium.make, as a JSON object")
+    p.add_argument("--num-envs", type=_positive_int, metavar="K",
+                   help="record a vector env of K copies (episodes and steps count all copies; "
+                        "the policy gets and returns batches)")
+    p.add_argument("--target-batch-bytes", type=_positive_int, default=5_000_000,
+                   metavar="BYTES", help="aim for batch files of about this size (default 5 MB)")
+    p.add_argument("--flush-interval", type=_positive_float, default=10.0, metavar="SECONDS",
+                   help="commit buffered steps at least this often (default 10)")
+    p.add_argument("--file-prefix", help="the writer's file prefix (default: unique)")
+
+    p = add("info", cmd_info, "summarise a recording",
+            "Show a recording's env id, spaces, episodes, steps, returns, writers, bytes on "
+            "disk, and a table of episodes.",
+            _examples("gym-recorder info rec",
+                      "gym-recorder info rec --limit 0     # every episode",
+                      "gym-recorder info rec --json | jq .return_mean"))
     p.add_argument("directory", help="the recording directory")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_info)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (with every episode) instead of text")
+    p.add_argument("--limit", type=_non_negative_int, default=DEFAULT_TABLE_LIMIT, metavar="N",
+                   help=f"show at most N episodes in the table, the first and the last ones "
+                        f"(default {DEFAULT_TABLE_LIMIT}; 0 shows all)")
+
+    p = add("replay", cmd_replay, "re-run the env with the recorded seeds and actions",
+            "A determinism check: make the recorded env again, reset it with each episode's "
+            "recorded seed and options, step it with the recorded actions, and compare "
+            "observations, rewards, terminations and truncations exactly. Exit status 1 if any "
+            "episode differs (the first differing step is named) or nothing could be checked.",
+            _examples("gym-recorder replay rec",
+                      "gym-recorder replay rec --episode 3 --episode 4",
+                      "gym-recorder replay rec --quiet && echo deterministic"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--episode", "-e", type=int, action="append", metavar="I",
+                   help="check only episode I (repeatable; earlier episodes are replayed as "
+                        "far as needed)")
+
+    p = add("plot", cmd_plot, "plot episode return and length (needs gym_recorder[plot])",
+            "Plot the return and the length of every episode. The file type follows the "
+            "suffix of --output (png, svg, pdf).",
+            _examples("gym-recorder plot rec -o returns.png",
+                      "gym-recorder plot rec -o returns.svg --size 1600x900"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--output", "-o", required=True, help="the image file to write")
+    p.add_argument("--size", type=_pixels, default=(1000, 600), metavar="WxH",
+                   help="image size in pixels (default 1000x600)")
+    p.add_argument("--dpi", type=_positive_int, default=100, help="resolution (default 100)")
+
+    p = add("video", cmd_video, "film an episode (needs gym_recorder[video])",
+            "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
+            "inside a Dict), or if there are none by replaying the env with "
+            "render_mode='rgb_array'. mp4 or gif, by the suffix of --output. One frame per "
+            "observation (the reset observation first).",
+            _examples("gym-recorder video rec -o episode0.mp4",
+                      "gym-recorder video rec -o last.gif --episode -1 --fps 15",
+                      "gym-recorder video rec -o cam.mp4 --key camera/rgb"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--output", "-o", required=True, help="the .mp4 or .gif file to write")
+    p.add_argument("--episode", "-e", type=int, default=0, metavar="I",
+                   help="the episode (default 0; negative counts from the end)")
+    p.add_argument("--fps", type=_positive_float,
+                   help="frames per second (default: the env's render_fps, else 30)")
+    p.add_argument("--key", help="the Dict observation leaf holding the images, e.g. 'pixels'")
+    p.add_argument("--source", choices=("auto", "observations", "render"), default="auto",
+                   help="where frames come from (default auto: observations if they are "
+                        "images, else render)")
+
+    p = add("export", cmd_export, "write all episodes into one flat file",
+            "Concatenate every episode into one .npz: observations (N+1 rows per episode), "
+            "actions, rewards, terminations, truncations (N rows per episode), and "
+            "episode_starts, episode_lengths, observation_starts, episode_seeds, "
+            "episode_sub_envs. Dict and Tuple leaves get names like observations/position. "
+            "See the README for how to index them.",
+            _examples("gym-recorder export rec --format npz -o rec.npz",
+                      "python -c \"import numpy as np; d = np.load('rec.npz'); "
+                      "print(d['rewards'][d['episode_starts'][1]])\""))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--format", "-f", choices=("npz",), default="npz",
+                   help="output format (default npz)")
+    p.add_argument("--output", "-o", required=True, help="the file to write")
+    p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
+
+    p = add("verify", cmd_verify, "check every file of a recording",
+            "Check every manifest, batch file and array (sizes, checksums) of a recording; "
+            "print one line 'path: message' per problem. Exit status 1 if there is any.",
+            _examples("gym-recorder verify rec"))
+    p.add_argument("directory", help="the recording directory")
+
+    p = add("repair", cmd_repair, "make a damaged recording readable again",
+            "Move aside what cannot be read (e.g. batches lost in a power failure) so that "
+            "everything else reads; print one line per action taken.",
+            _examples("gym-recorder repair rec && gym-recorder verify rec"))
+    p.add_argument("directory", help="the recording directory")
     return parser
 
 
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and not isinstance(e, RecorderError) and e.filename and e.strerror:
+        text = f"{e.filename}: {e.strerror}"
+    elif isinstance(e, KeyError):
+        text = f"missing key {e}"
+    else:
+        text = str(e) or type(e).__name__
+    return " ".join(text.split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit status."""
+    """Runs the command line.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 success, 1 error or failed check, 130 interrupted.
+    """
     args = build_parser().parse_args(argv)
+    name = f"{PROG} {args.command}"
     try:
         return args.func(args)
-    except (RecorderError, OSError, ValueError) as e:
-        print(f"gym-recorder {args.command}: error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print(f"gym-recorder {args.command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (RecorderError, OSError, ValueError, TypeError, IndexError, ImportError) as e:
+        if args.traceback:
+            raise
+        print(f"{name}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as e:  # noqa: BLE001  (a bug, or an env's own error: still one line)
+        if args.traceback:
+            raise
+        print(f"{name}: error: {type(e).__name__}: {_one_line(e)} (run with --traceback "
+              f"for details)", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

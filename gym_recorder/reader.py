@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import format as _format
 from .errors import ChecksumError, FormatError, RecordingClosedError
 from .format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, MANIFEST_SUFFIX, ArrayRef,
                      check_plain_name, decode_value, parse_ref, read_json_file)
@@ -150,8 +151,10 @@ class _Manifest:
             if self.legacy:
                 new = length
             else:
-                if first != entries:
-                    raise FormatError(f"{w}: first entry {first}, expected {entries}")
+                if first < entries:
+                    # Gaps are allowed (batches moved aside by repair); overlaps are not.
+                    raise FormatError(f"{w}: first entry {first} overlaps the previous batch "
+                                      f"(expected at least {entries})")
                 check_plain_name(b.get("bin"), w)
                 new = b.get("episodes")
                 for key in ("json_size", "bin_size", "steps", "json_crc32"):
@@ -169,9 +172,10 @@ class _Manifest:
 class _Batch:
     """One parsed and structurally checked batch file."""
 
-    def __init__(self, entries: list, by_episode: dict) -> None:
+    def __init__(self, entries: list, by_episode: dict, starts: list[int] | None = None) -> None:
         self.entries = entries
         self.by_episode = by_episode
+        self.starts = starts if starts is not None else []  # positions of part-0 entries
 
 
 class RecordingReader:
@@ -312,7 +316,7 @@ class RecordingReader:
         where = info["fn"]
         data, doc = read_json_file(os.path.join(self._directory, info["fn"]), where,
                                    None if m.legacy else info["json_size"])
-        if not m.legacy and zlib.crc32(data) != info["json_crc32"]:
+        if not m.legacy and _format.crc32(data) != info["json_crc32"]:
             raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
         if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
             raise FormatError(f"{where}: a batch must be an object with an 'episodes' list")
@@ -330,7 +334,8 @@ class RecordingReader:
                 if entry.get("index") != info["first"] + pos:
                     raise FormatError(f"{where} entry {pos}: 'index' is not {info['first'] + pos}")
                 by_episode[(ep, part)] = pos
-        batch = _Batch(entries, by_episode)
+        starts = [pos for pos, entry in enumerate(entries) if entry.get("part") == 0]
+        batch = _Batch(entries, by_episode, starts)
         self._cache[key] = batch
         if len(self._cache) > BATCH_CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -347,14 +352,25 @@ class RecordingReader:
             return self._legacy_episode(m, b, number - m.starts[b], index)
         parts = []
         part_no = 0
-        # The part-0 entry is in batch b, or (if b starts no episode) a later one.
+        episode_id = number
+        # The part-0 entry is in batch b, or (if b starts no episode) a later one. It is found
+        # by its position among the batch's part-0 entries, so that batches moved aside by
+        # repair (a gap in the entry numbers) do not shift the episodes after them.
         while b < len(m.batches):
             batch = self._batch(m, b)
-            pos = batch.by_episode.get((number, part_no))
-            if pos is None:
-                if part_no == 0:
+            if part_no == 0:
+                k = number - m.starts[b]
+                if not 0 <= k < len(batch.starts):
                     b += 1
                     continue
+                pos = batch.starts[k]
+                episode_id = batch.entries[pos]["episode"]
+            else:
+                pos = batch.by_episode.get((episode_id, part_no))
+            if pos is None:
+                prev = m.batches[b - 1]
+                if m.batches[b]["first"] != prev["first"] + prev["len"]:
+                    break  # the next part was in a batch that is gone: the episode ends here
                 raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} missing")
             entry = batch.entries[pos]
             parts.append(self._load_part(m, m.batches[b], entry, part_no))
@@ -405,7 +421,7 @@ class RecordingReader:
 
     def _view(self, buf: np.ndarray, start: int, ref: ArrayRef, where: str) -> np.ndarray:
         raw = buf[start:start + ref.size]
-        if self._verify and ref.crc32 is not None and zlib.crc32(raw) != ref.crc32:
+        if self._verify and ref.crc32 is not None and _format.crc32(raw) != ref.crc32:
             raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
         if start % ref.dtype.alignment == 0:
             return raw.view(ref.dtype).reshape(ref.shape)

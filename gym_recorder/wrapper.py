@@ -19,6 +19,8 @@ from .writer import BatchWriter
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
 
+_monotonic = time.monotonic
+
 # About 5 MB per batch file: big enough that per-file costs vanish, small enough to buffer and to
 # parse when a reader fetches one episode.
 DEFAULT_TARGET_BATCH_BYTES = 5_000_000
@@ -118,8 +120,9 @@ class RecordingWrapper(gym.Wrapper):
         self._buffer = StepBuffer(obs_layout, act_layout, target_batch_bytes,
                                   record_infos=record_infos, info_filter=info_filter)
         self._directory = os.fspath(directory)
-        self._writer = BatchWriter(self._directory, file_prefix, header, obs_layout, act_layout,
-                                   fsync=fsync,
+        # Resolved now, so that a later chdir of the process cannot split the recording.
+        self._writer = BatchWriter(os.path.abspath(self._directory), file_prefix, header,
+                                   obs_layout, act_layout, fsync=fsync,
                                    on_batch_written=self._buffer.observe_batch_bytes)
         self._flush_interval = math.inf if flush_interval is None else float(flush_interval)
         self._deadline = time.monotonic() + self._flush_interval
@@ -149,10 +152,16 @@ class RecordingWrapper(gym.Wrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         buffer = self._buffer
         buffer.end_episode("reset")
+        error = None
         if buffer.full or time.monotonic() >= self._deadline:
-            self._commit()
+            try:
+                self._commit()
+            except WriteError as e:
+                error = e  # the batch is kept; record the new episode before raising
         buffer.start_episode(obs, info, None if seed is None else int(seed), options)
         self._reset_done = True
+        if error is not None:
+            raise error
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -162,10 +171,7 @@ class RecordingWrapper(gym.Wrapper):
                 raise RecordingClosedError("step() on a closed RecordingWrapper")
             raise ResetNeeded("call reset() before step() on a RecordingWrapper")
         result = self.env.step(action)
-        obs, reward, terminated, truncated, info = result
-        buffer = self._buffer
-        buffer.add_step(action, obs, reward, terminated, truncated, info)
-        if buffer.full or time.monotonic() >= self._deadline:
+        if self._buffer.add_step(action, *result) or _monotonic() >= self._deadline:
             self._commit()
         return result
 
@@ -183,7 +189,10 @@ class RecordingWrapper(gym.Wrapper):
         """
         if self._closed:
             raise RecordingClosedError("flush() on a closed RecordingWrapper")
-        self._commit()
+        try:
+            self._commit()
+        except WriteError:
+            pass  # the batch is kept; the writer's flush() below retries and reports
         self._writer.flush()
 
     def close(self) -> None:

@@ -1,0 +1,607 @@
+"""Driving environments for the command line: record with a policy, and replay a recording.
+
+:func:`record_env` runs a policy (random by default) in a registered env under a
+:class:`~gym_recorder.RecordingWrapper` (or, with ``num_envs``, a vector env under a
+``RecordingVectorWrapper``). :func:`replay_recording` re-runs the recorded env with the recorded
+seeds, reset options and actions, and compares what the env returns with the recording: a
+determinism check, and the way to render frames of a recording that holds no images.
+
+Replaying works per *stream*: the episodes of one writer and one sub-environment, in order, are
+the reset/step sequence one env instance saw. Each stream gets a fresh env made with
+``gymnasium.make(env_id, **kwargs)`` from the writer's manifest (``env_spec``). A stream can be
+reproduced from its first seeded episode on: ``reset(seed=S)`` fixes the env's random state, and
+later unseeded resets continue from it exactly as they did while recording.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import os
+import sys
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import RecorderError
+from .reader import RecordingReader
+
+__all__ = [
+    "ReplayError",
+    "RecordStatus",
+    "EpisodeCheck",
+    "make_env",
+    "load_policy",
+    "record_env",
+    "writer_bytes",
+    "replay_recording",
+    "first_difference",
+    "replay_frames",
+]
+
+# Ids in this namespace are registered by importing the sample_envs package (not installed with
+# gymnasium); gymnasium's own "module:EnvId" syntax works for any other package.
+SAMPLE_ENVS_NAMESPACE = "sample_envs/"
+
+
+# Keys of a vector env's spec kwargs that are gymnasium.make_vec's own arguments.
+MAKE_VEC_ARGUMENTS = ("num_envs", "vector_kwargs", "wrappers")
+# Vector envs whose sub-envs are independent gymnasium.make envs (a native vector_entry_point
+# env is one implementation of all sub-envs at once, with its own random streams).
+REPLAYABLE_VECTORIZATION_MODES = ("sync", "async")
+
+
+class ReplayError(RecorderError):
+    """An env cannot be made, a policy cannot be loaded, or a recording cannot be replayed."""
+
+
+# -- making envs and policies ---------------------------------------------------------------------
+
+def _import_env_package(env_id: str) -> None:
+    if env_id.startswith(SAMPLE_ENVS_NAMESPACE):
+        try:
+            import sample_envs  # noqa: F401  (registers the sample env ids)
+        except ImportError as e:
+            raise ReplayError(f"cannot import sample_envs for {env_id!r}: {e}") from e
+
+
+def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *,
+             max_episode_steps: int | None = None, num_envs: int | None = None) -> Any:
+    """Makes a registered env (or, with ``num_envs``, a synchronous vector env of it).
+
+    Args:
+        env_id: a registered id; ``sample_envs/...`` ids import :mod:`sample_envs` first, and
+            gymnasium's ``"module:EnvId"`` form imports ``module``.
+        kwargs: keyword arguments for the env (e.g. ``{"render_mode": "rgb_array"}``).
+        max_episode_steps: overrides the registered time limit when not None.
+        num_envs: make a ``SyncVectorEnv`` of this many copies instead.
+
+    Raises:
+        ReplayError: if gymnasium cannot make the env; the message names the id and the cause.
+    """
+    import gymnasium as gym
+
+    _import_env_package(env_id)
+    kwargs = dict(kwargs or {})
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+    try:
+        if num_envs is not None:
+            return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", **kwargs)
+        return gym.make(env_id, **kwargs)
+    except (gym.error.Error, ImportError, TypeError, ValueError) as e:
+        raise ReplayError(f"cannot make env {env_id!r}: {e}") from e
+
+
+def load_policy(spec: str) -> Callable[[Any], Any]:
+    """Loads a policy given as ``"module:callable"`` or ``"path/to/file.py:callable"``.
+
+    The module is imported like ``python -m`` would: the current directory is searched first.
+    ``callable`` may be dotted (``"pkg.mod:Agent.act"``). The policy is called with an
+    observation and returns an action.
+
+    Raises:
+        ReplayError: if the module or the attribute cannot be found, or is not callable.
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ReplayError(f"policy {spec!r} must look like 'module:callable'")
+    try:
+        if module_name.endswith(".py"):
+            path = os.path.abspath(module_name)
+            if not os.path.isfile(path):
+                raise ReplayError(f"policy file {module_name!r} does not exist")
+            name = "_gym_recorder_policy_" + os.path.splitext(os.path.basename(path))[0]
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ReplayError(f"cannot load policy file {module_name!r}")
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path and "" not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except ReplayError:
+        raise
+    except Exception as e:  # noqa: BLE001  (any error while importing user code)
+        raise ReplayError(f"cannot import policy module {module_name!r}: "
+                          f"{type(e).__name__}: {e}") from e
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as e:
+            raise ReplayError(f"policy module {module_name!r} has no {attr!r}") from e
+    if not callable(obj):
+        raise ReplayError(f"policy {spec!r} is not callable")
+    return obj
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+@dataclass
+class RecordStatus:
+    """Progress of :func:`record_env`.
+
+    Attributes:
+        episodes: episodes that ended (terminated or truncated) so far.
+        steps: transitions recorded so far (for a vector env, summed over its sub-envs).
+        directory: the recording directory.
+        prefix: the writer's file prefix.
+        interrupted: True if ``should_stop`` stopped the run early.
+        unfinished: episodes still running when the run stopped (recorded with ``end ==
+            "close"``).
+    """
+
+    episodes: int = 0
+    steps: int = 0
+    unfinished: int = 0
+    directory: str = ""
+    prefix: str = ""
+    interrupted: bool = False
+
+
+def writer_bytes(directory: str | os.PathLike, prefix: str) -> int:
+    """Bytes on disk of the files of one writer (those whose name starts with its prefix)."""
+    start = prefix + "."
+    with os.scandir(directory) as it:
+        return sum(e.stat(follow_symlinks=False).st_size for e in it
+                   if e.name.startswith(start) and e.is_file(follow_symlinks=False))
+
+
+def record_env(env_id: str, directory: str | os.PathLike, *,
+               policy: Callable[[Any], Any] | None = None,
+               episodes: int | None = None, steps: int | None = None,
+               seed: int | None = None, num_envs: int | None = None,
+               env_kwargs: Mapping[str, Any] | None = None,
+               recorder_kwargs: Mapping[str, Any] | None = None,
+               on_step: Callable[[RecordStatus], None] | None = None,
+               should_stop: Callable[[], bool] | None = None) -> RecordStatus:
+    """Records a registered env driven by a policy until enough episodes or steps are done.
+
+    The first reset gets ``seed`` and later resets none, so that a replay reproduces the run;
+    the random policy samples the action space seeded with ``seed`` as well. With ``steps``, the
+    run stops after that many transitions and the open episode ends with ``end == "close"``.
+    The recorder is closed in every case (also on an exception), keeping what was recorded.
+
+    Args:
+        env_id: a registered env id (see :func:`make_env`).
+        directory: the recording directory.
+        policy: called with an observation, returns an action; None samples the action space.
+            For a vector env it gets and returns batches.
+        episodes: stop once this many episodes ended (over all sub-envs of a vector env).
+        steps: stop after this many transitions (for a vector env, summed over its sub-envs).
+        seed: the seed of the first reset and of the random policy.
+        num_envs: record a synchronous vector env of this many copies.
+        env_kwargs: keyword arguments for the env.
+        recorder_kwargs: keyword arguments for the recording wrapper.
+        on_step: called after every step with the running status.
+        should_stop: polled before every step; returning True ends the run early (for Ctrl-C).
+
+    Returns:
+        The final status.
+
+    Raises:
+        ReplayError: if the env cannot be made.
+        ValueError: if neither or both of ``episodes`` and ``steps`` are given, or one is < 1.
+    """
+    if (episodes is None) == (steps is None):
+        raise ValueError("give exactly one of episodes and steps")
+    limit = episodes if episodes is not None else steps
+    if type(limit) is not int or limit < 1:
+        raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
+    env = make_env(env_id, env_kwargs, num_envs=num_envs)
+    try:
+        if num_envs is None:
+            from .wrapper import RecordingWrapper
+            rec = RecordingWrapper(env, directory, **dict(recorder_kwargs or {}))
+        else:
+            from .vector import RecordingVectorWrapper
+            rec = RecordingVectorWrapper(env, directory, **dict(recorder_kwargs or {}))
+    except BaseException:
+        env.close()
+        raise
+    status = RecordStatus(directory=os.fspath(directory), prefix=rec.file_prefix)
+    try:
+        if policy is None:
+            rec.action_space.seed(seed)
+            space = rec.action_space
+            policy = lambda obs: space.sample()  # noqa: E731
+        if num_envs is None:
+            _run_single(rec, policy, episodes, steps, seed, status, on_step, should_stop)
+        else:
+            _run_vector(rec, policy, episodes, steps, seed, status, on_step, should_stop)
+    finally:
+        rec.close()
+    return status
+
+
+def _run_single(rec: Any, policy: Callable, episodes: int | None, steps: int | None,
+                seed: int | None, status: RecordStatus, on_step: Callable | None,
+                should_stop: Callable | None) -> None:
+    obs, _ = rec.reset(seed=seed)
+    status.unfinished = 1
+    while True:
+        if should_stop is not None and should_stop():
+            status.interrupted = True
+            return
+        obs, _, terminated, truncated, _ = rec.step(policy(obs))
+        status.steps += 1
+        ended = terminated or truncated
+        status.episodes += bool(ended)
+        if on_step is not None:
+            on_step(status)
+        if (steps is not None and status.steps >= steps) or (
+                episodes is not None and status.episodes >= episodes):
+            status.unfinished = int(not ended)
+            return
+        if ended:
+            obs, _ = rec.reset()
+
+
+def _run_vector(rec: Any, policy: Callable, episodes: int | None, steps: int | None,
+                seed: int | None, status: RecordStatus, on_step: Callable | None,
+                should_stop: Callable | None) -> None:
+    num_envs = rec.num_envs
+    mode = rec.metadata.get("autoreset_mode")
+    next_step = getattr(mode, "name", mode) in (None, "NEXT_STEP", "NextStep")
+    resetting = np.zeros(num_envs, dtype=bool)  # sub-envs whose next step is an autoreset
+    obs, _ = rec.reset(seed=seed)
+    status.unfinished = num_envs
+    while True:
+        if should_stop is not None and should_stop():
+            status.interrupted = True
+            return
+        obs, _, terminated, truncated, _ = rec.step(policy(obs))
+        ended = np.logical_or(terminated, truncated)
+        if next_step:
+            ended &= ~resetting
+            status.steps += int(num_envs - resetting.sum())
+            resetting = ended
+        else:
+            status.steps += num_envs
+        status.episodes += int(ended.sum())
+        status.unfinished = num_envs - int(ended.sum())
+        if on_step is not None:
+            on_step(status)
+        if (steps is not None and status.steps >= steps) or (
+                episodes is not None and status.episodes >= episodes):
+            return
+
+
+# -- replaying ---------------------------------------------------------------------------------
+
+@dataclass
+class EpisodeCheck:
+    """The outcome of replaying one recorded episode.
+
+    Attributes:
+        index: the episode's index in the reader.
+        writer: the file prefix of the writer that recorded it.
+        sub_env: its sub-environment, for vector recordings, else None.
+        length: its recorded number of steps.
+        status: ``"match"``, ``"mismatch"`` or ``"skipped"``.
+        step: for a mismatch, the first step that differs (0: the reset observation; k: what
+            ``step`` number k returned), else None.
+        message: what differs, or why the episode was skipped; "" for a match.
+        frames: with ``render=True``, the env's ``render()`` after the reset and after each
+            step (N + 1 frames), else None.
+        render_fps: with ``render=True``, the env's ``metadata["render_fps"]`` (or None).
+    """
+
+    index: int
+    writer: str
+    sub_env: int | None
+    length: int
+    status: str
+    step: int | None = None
+    message: str = ""
+    frames: list | None = field(default=None, repr=False)
+    render_fps: float | None = None
+
+
+def _row(tree: Any, i: int) -> Any:
+    """Row ``i`` of a stacked tree (dict of arrays, tuple of arrays, array or list of values)."""
+    if isinstance(tree, dict):
+        return {k: _row(v, i) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_row(v, i) for v in tree)
+    if isinstance(tree, np.ndarray):
+        return tree[i].copy()
+    return tree[i]
+
+
+def first_difference(recorded: Any, actual: Any, where: str = "") -> str | None:
+    """Compares one recorded value with what an env returned, exactly.
+
+    Arrays must have equal shapes and equal elements (NaN equals NaN); dicts the same keys;
+    tuples and lists the same length; everything else must compare equal.
+
+    Returns:
+        None if equal, else a short description naming where they differ (e.g. ``['position']``).
+    """
+    from gymnasium.spaces import GraphInstance
+
+    if isinstance(recorded, dict):
+        if not isinstance(actual, Mapping) or set(actual) != set(recorded):
+            return f"{where or 'value'}: keys differ"
+        for k in recorded:
+            d = first_difference(recorded[k], actual[k], f"{where}[{k!r}]")
+            if d is not None:
+                return d
+        return None
+    if isinstance(recorded, GraphInstance):
+        if not isinstance(actual, GraphInstance):
+            return f"{where or 'value'}: not a graph"
+        for name in ("nodes", "edges", "edge_links"):
+            d = first_difference(getattr(recorded, name), getattr(actual, name),
+                                 f"{where}.{name}")
+            if d is not None:
+                return d
+        return None
+    if isinstance(recorded, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(recorded):
+            return f"{where or 'value'}: length differs"
+        for i, (r, a) in enumerate(zip(recorded, actual)):
+            d = first_difference(r, a, f"{where}[{i}]")
+            if d is not None:
+                return d
+        return None
+    if isinstance(recorded, (np.ndarray, np.generic)) or isinstance(actual, (np.ndarray,
+                                                                             np.generic)):
+        r, a = np.asarray(recorded), np.asarray(actual)
+        if r.shape != a.shape:
+            return f"{where or 'value'}: shape {a.shape}, recorded {r.shape}"
+        nan_ok = r.dtype.kind in "fc" and a.dtype.kind in "fc"
+        try:
+            same = np.array_equal(r, a, equal_nan=nan_ok)
+        except TypeError:
+            same = False
+        if not same:
+            if r.size == 1:
+                return f"{where or 'value'}: {a.reshape(-1)[0]!r}, recorded {r.reshape(-1)[0]!r}"
+            n = int(np.sum(r != a)) if r.dtype.kind == a.dtype.kind else r.size
+            return f"{where or 'value'}: {n} of {r.size} elements differ"
+        return None
+    if isinstance(recorded, float) and isinstance(actual, float) and math.isnan(
+            recorded) and math.isnan(actual):
+        return None
+    if recorded != actual:
+        return f"{where or 'value'}: {actual!r}, recorded {recorded!r}"
+    return None
+
+
+def _same_float(recorded: float, actual: Any) -> bool:
+    a = float(actual)
+    return a == recorded or (math.isnan(a) and math.isnan(recorded))
+
+
+class _Stream:
+    """The env replaying one (writer, sub_env) stream, and whether it is in step with it."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.synced = False  # the env's state follows the recording (a seeded reset happened)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _env_factory(manifest: Mapping[str, Any], render: bool) -> tuple[str | None, Callable | None,
+                                                                       str]:
+    """How to make the env of one writer: (env_id, factory, reason when impossible).
+
+    For a vector writer, the spec's kwargs are ``gymnasium.make_vec``'s: its own arguments are
+    dropped and each sub-env is replayed by a single env made with the rest.
+    """
+    env_id = manifest.get("env_id")
+    if not isinstance(env_id, str):
+        return None, None, "the recording has no env id (the env had no spec)"
+    spec = manifest.get("env_spec") if isinstance(manifest.get("env_spec"), dict) else {}
+    kwargs = dict(spec.get("kwargs") if isinstance(spec.get("kwargs"), dict) else {})
+    if manifest.get("vector") is not None:
+        mode = kwargs.pop("vectorization_mode", None)
+        for key in MAKE_VEC_ARGUMENTS:
+            kwargs.pop(key, None)
+        if mode not in REPLAYABLE_VECTORIZATION_MODES:
+            return None, None, (f"recorded with vectorization_mode {mode!r}: its sub-envs "
+                                f"cannot be replayed one by one")
+    if render:
+        kwargs["render_mode"] = "rgb_array"
+    max_steps = spec.get("max_episode_steps")
+    if type(max_steps) is int and "max_episode_steps" not in kwargs:
+        kwargs["max_episode_steps"] = max_steps
+    return env_id, (lambda: make_env(env_id, kwargs)), ""
+
+
+def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[int]:
+    """The episodes to replay so that ``targets`` are reproduced: back to a seeded reset."""
+    last = max(targets)
+    streams: dict[tuple, list[tuple[int, bool]]] = {}
+    owner: dict[int, tuple] = {}
+    for i in range(last + 1):
+        ep = reader[i]
+        key = (ep.writer, ep.sub_env)
+        streams.setdefault(key, []).append((i, ep.seed is not None and not ep.no_reset))
+        owner[i] = key
+    needed: set[int] = set()
+    for t in targets:
+        stream = streams[owner[t]]
+        k = next(k for k, (i, _) in enumerate(stream) if i == t)
+        j = k
+        while j > 0 and not stream[j][1]:
+            j -= 1
+        needed.update(i for i, _ in stream[j:k + 1])
+    return needed
+
+
+def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | None = None,
+                     render: bool = False) -> Iterator[EpisodeCheck]:
+    """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
+
+    For each stream (a writer's episodes of one sub-env, in order) a fresh env is made with
+    ``gymnasium.make(env_id, **kwargs)`` from the writer's manifest; each episode is replayed with
+    ``reset(seed=episode.seed, options=episode.options)`` and its recorded actions, and the
+    observations, rewards, terminations and truncations are compared exactly with the recording.
+    An episode recorded without a reset (``no_reset``) continues stepping the same env. Skipped,
+    with the reason: legacy gym-recording episodes and recordings without an env id (nothing to
+    make), and unseeded episodes before a stream's first seeded reset (their random state is
+    unknown).
+
+    Args:
+        directory: the recording directory.
+        only: check just these episode indices (earlier episodes of their streams are replayed as
+            far back as needed to reach a seeded reset, but not reported).
+        render: make the env with ``render_mode="rgb_array"`` and return the frames.
+
+    Yields:
+        One :class:`EpisodeCheck` per episode (per episode in ``only``), in reader order.
+
+    Raises:
+        ReplayError: if an env cannot be made.
+        FormatError: if the recording is malformed.
+        IndexError: if an index in ``only`` is out of range.
+    """
+    with RecordingReader(directory) as reader:
+        count = len(reader)
+        targets: set[int] | None = None
+        if only is not None:
+            targets = {int(i) + count if int(i) < 0 else int(i) for i in only}
+            bad = [i for i in targets if not 0 <= i < count]
+            if bad:
+                raise IndexError(f"episode {bad[0]} out of range ({count} episodes)")
+            if not targets:
+                return
+            needed = _needed_indices(reader, targets)
+            indices = sorted(needed)
+        else:
+            indices = list(range(count))
+        writers = {w["prefix"]: w for w in reader.writers}
+        factories: dict[str, tuple] = {}
+        streams: dict[tuple, _Stream] = {}
+        try:
+            for i in indices:
+                ep = reader[i]
+                check = _replay_one(ep, writers[ep.writer], factories, streams, render)
+                if targets is None or i in targets:
+                    yield check
+        finally:
+            for s in streams.values():
+                s.close()
+
+
+def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: dict,
+                render: bool) -> EpisodeCheck:
+    def result(status: str, step: int | None = None, message: str = "",
+               frames: list | None = None) -> EpisodeCheck:
+        fps = None
+        if frames is not None and stream is not None:
+            fps = stream.env.metadata.get("render_fps")
+            fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+        return EpisodeCheck(ep.index, ep.writer, ep.sub_env, ep.length, status, step, message,
+                            frames, fps)
+
+    stream = None
+
+    if writer.get("legacy"):
+        return result("skipped", message="gym-recording (legacy) episode: no env id or seeds")
+    if ep.writer not in factories:
+        factories[ep.writer] = _env_factory(writer["manifest"], render)
+    env_id, factory, reason = factories[ep.writer]
+    if factory is None:
+        return result("skipped", message=reason)
+    key = (ep.writer, ep.sub_env)
+    stream = streams.get(key)
+    if stream is None:
+        stream = streams[key] = _Stream(factory())
+    env = stream.env
+    frames: list | None = [] if render else None
+    if ep.no_reset:
+        if not stream.synced:
+            return result("skipped", message="stepped on without a reset after an episode that "
+                                             "was not replayed")
+        first = None  # the first observation is the previous episode's last: already compared
+    else:
+        if ep.seed is None and not stream.synced:
+            return result("skipped", message="no seeded reset before this episode in its env; "
+                                             "its random state is unknown")
+        try:
+            first, _ = env.reset(seed=ep.seed, options=ep.options)
+        except Exception as e:  # noqa: BLE001  (the env's own error is the finding)
+            stream.synced = False
+            return result("mismatch", 0, f"reset raised {type(e).__name__}: {e}")
+        stream.synced = True
+    if render:
+        frames.append(env.render())
+    mismatch: tuple[int, str] | None = None
+    if first is not None:
+        d = first_difference(_row(ep.observations, 0), first, "")
+        if d is not None:
+            mismatch = (0, f"reset observation{d}" if d.startswith("[") else f"reset {d}")
+    for t in range(ep.length):
+        try:
+            obs, reward, terminated, truncated, _ = env.step(_row(ep.actions, t))
+        except Exception as e:  # noqa: BLE001
+            stream.synced = False
+            if mismatch is None:
+                mismatch = (t + 1, f"step raised {type(e).__name__}: {e}")
+            break
+        if render:
+            frames.append(env.render())
+        if mismatch is not None:
+            continue  # keep stepping with the recorded actions, so later episodes stay in step
+        d = first_difference(_row(ep.observations, t + 1), obs, "")
+        if d is not None:
+            mismatch = (t + 1, f"observation{d}" if d.startswith("[") else f"observation {d}")
+        elif not _same_float(float(ep.rewards[t]), reward):
+            mismatch = (t + 1, f"reward {float(reward)!r}, recorded {float(ep.rewards[t])!r}")
+        elif bool(terminated) != bool(ep.terminations[t]):
+            mismatch = (t + 1, f"terminated {bool(terminated)}, recorded "
+                               f"{bool(ep.terminations[t])}")
+        elif bool(truncated) != bool(ep.truncations[t]):
+            mismatch = (t + 1, f"truncated {bool(truncated)}, recorded {bool(ep.truncations[t])}")
+    if mismatch is not None:
+        return result("mismatch", mismatch[0], mismatch[1], frames)
+    return result("match", frames=frames)
+
+
+def replay_frames(directory: str | os.PathLike, index: int) -> EpisodeCheck:
+    """Renders one episode by replaying it with ``render_mode="rgb_array"``.
+
+    Returns:
+        The replay's check, with ``frames`` (N + 1: after the reset and after each step) and
+        ``render_fps``; a mismatch means the frames diverge from the recording.
+
+    Raises:
+        ReplayError: if the episode cannot be replayed or the env renders no frames.
+    """
+    check = next(iter(replay_recording(directory, only=[index], render=True)))
+    if check.status == "skipped":
+        raise ReplayError(f"episode {check.index} cannot be replayed: {check.message}")
+    frames = check.frames or []
+    if not frames or not all(isinstance(f, np.ndarray) and f.ndim == 3 for f in frames):
+        raise ReplayError(f"episode {check.index}: the env rendered no rgb_array frames")
+    return check
