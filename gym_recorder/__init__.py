@@ -9,11 +9,13 @@ from .errors import (ChecksumError, FormatError, RecorderError, RecordingClosedE
 from .format import FORMAT_VERSION
 from .reader import Episode, RecordingReader, scan_recorded_traces
 from .wrapper import RecordingWrapper, ResetNeeded
+from .vector import RecordingVectorWrapper
 
 __all__ = [
     "__version__",
     "FORMAT_VERSION",
     "RecordingWrapper",
+    "RecordingVectorWrapper",
     "RecordingReader",
     "Episode",
     "scan_recorded_traces",

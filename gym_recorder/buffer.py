@@ -96,9 +96,27 @@ class Part:
                  "terminations", "truncations", "info_rows", "infos", "seed", "options", "end",
                  "sub_env", "no_reset")
 
-    def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name))
+    def __init__(self, episode: int, part: int, continues: bool, steps: int, observations: list,
+                 actions: list, rewards: np.ndarray, terminations: np.ndarray,
+                 truncations: np.ndarray, info_rows: int, infos: list, seed: int | None = None,
+                 options: Any = None, end: str | None = None, sub_env: int | None = None,
+                 no_reset: bool = False) -> None:
+        self.episode = episode
+        self.part = part
+        self.continues = continues
+        self.steps = steps
+        self.observations = observations
+        self.actions = actions
+        self.rewards = rewards
+        self.terminations = terminations
+        self.truncations = truncations
+        self.info_rows = info_rows
+        self.infos = infos
+        self.seed = seed
+        self.options = options
+        self.end = end
+        self.sub_env = sub_env
+        self.no_reset = no_reset
 
 
 class Batch:

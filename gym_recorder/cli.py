@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -32,7 +33,9 @@ EXIT_INTERRUPTED = 130
 DEFAULT_TABLE_LIMIT = 20
 # Seeds drawn when --seed is not given: below 2**31 so that every env's seeding accepts them.
 RANDOM_SEED_BOUND = 2**31
-# How often the progress bar's MB figure re-scans the directory (seconds).
+# How often the progress bar is updated, and how often its MB figure re-scans the directory
+# (seconds): often enough to look live, rarely enough to cost nothing per step.
+PROGRESS_UPDATE_INTERVAL = 0.1
 PROGRESS_BYTES_INTERVAL = 0.5
 MB = 1_000_000
 
@@ -135,6 +138,7 @@ class _Progress:
         self.bar = None
         self.episodes_total = args.episodes
         self._next_bytes = 0.0
+        self._next_update = 0.0
         self._mb = 0.0
         if args.quiet:
             return
@@ -149,16 +153,19 @@ class _Progress:
         bar = self.bar
         if bar is None or bar.disable:
             return
-        bar.update(status.steps - bar.n)
         now = time.monotonic()
+        if now < self._next_update:
+            return
+        self._next_update = now + PROGRESS_UPDATE_INTERVAL
         if now >= self._next_bytes:
             from .replay import writer_bytes
 
             self._next_bytes = now + PROGRESS_BYTES_INTERVAL
             self._mb = writer_bytes(status.directory, status.prefix) / MB
-            total = f"/{self.episodes_total}" if self.episodes_total else ""
-            bar.set_postfix_str(f"episodes={status.episodes}{total}, {self._mb:.2f} MB",
-                                refresh=False)
+        total = f"/{self.episodes_total}" if self.episodes_total else ""
+        bar.set_postfix_str(f"episodes={status.episodes}{total}, {self._mb:.2f} MB written",
+                            refresh=False)
+        bar.update(status.steps - bar.n)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -197,7 +204,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     size = writer_bytes(status.directory, status.prefix)
     unfinished = (f" + {status.unfinished} unfinished (end 'close')"
                   if status.unfinished else "")
-    what = (f"{status.episodes} episodes{unfinished}, {status.steps} steps of {args.env_id} "
+    what = (f"{status.episodes} episodes{unfinished}, {status.steps:,} steps of {args.env_id} "
             f"into {args.directory} (seed {seed}, {size:,} bytes, writer {status.prefix})")
     if status.interrupted:
         print(f"{PROG} record: interrupted; kept {what}", file=sys.stderr)
@@ -408,7 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, func: Any, help: str, description: str, epilog: str
             ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+        p = sub.add_parser(name, help=help, description=textwrap.fill(description, 78),
+                           epilog=epilog,
                            parents=[common], formatter_class=fmt)
         p.set_defaults(func=func)
         return p
@@ -427,14 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
                                   "'module:EnvId' imports module first)")
-    p.add_argument("--directory", "-d", required=True, help="the recording directory (created "
+    p.add_argument("--directory", "-d", required=True, metavar="DIR", help="the recording directory (created "
                                                             "if missing)")
     stop = p.add_mutually_exclusive_group()
-    stop.add_argument("--episodes", "-n", type=_positive_int,
+    stop.add_argument("--episodes", "-n", type=_positive_int, metavar="N",
                       help="stop after this many episodes ended (default 10)")
-    stop.add_argument("--steps", type=_positive_int,
+    stop.add_argument("--steps", type=_positive_int, metavar="N",
                       help="stop after this many steps (the open episode ends with 'close')")
-    p.add_argument("--seed", type=int, help="seed of the first reset and of the random policy "
+    p.add_argument("--seed", type=int, metavar="S", help="seed of the first reset and of the random policy "
                                             "(default: a random seed, printed)")
     p.add_argument("--policy", metavar="MODULE:CALLABLE",
                    help="callable(observation) -> action, imported from MODULE (or a file "
@@ -448,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="BYTES", help="aim for batch files of about this size (default 5 MB)")
     p.add_argument("--flush-interval", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="commit buffered steps at least this often (default 10)")
-    p.add_argument("--file-prefix", help="the writer's file prefix (default: unique)")
+    p.add_argument("--file-prefix", metavar="PREFIX", help="the writer's file prefix (default: unique)")
 
     p = add("info", cmd_info, "summarise a recording",
             "Show a recording's env id, spaces, episodes, steps, returns, writers, bytes on "

@@ -264,7 +264,7 @@ def plot_returns(summary: dict, path: str | os.PathLike, *,
     if window > 1:
         kernel = np.ones(window) / window
         ax_ret.plot(x[window - 1:], np.convolve(returns, kernel, mode="valid"), linewidth=2,
-                    label=f"mean of {window}")
+                    label=f"moving average of {window} episodes")
         ax_ret.legend(loc="best")
     ax_ret.set_ylabel("episode return")
     ax_ret.grid(True, alpha=0.3)

@@ -163,13 +163,30 @@ a number, "inf"/"-inf"/"nan" string or nested list of those), ``Discrete`` (``n`
 Commit protocol and durability
 ==============================
 A writer writes the .bin, then the .json of a batch, each to a temporary file in the directory
-that is renamed into place, and only then rewrites its manifest the same way. The manifest is the
-commit point: a batch not listed in a manifest does not exist. A process killed at any moment
-therefore leaves every listed batch complete. With ``fsync=True`` the .bin and .json are fsynced
-before the manifest is renamed, and the manifest and directory after, so a committed batch also
-survives power loss. With ``fsync=False`` (the default) data is fsynced at ``flush()`` and
-``close()``; a power loss may lose batches committed since then, which the reader detects from
-sizes and checksums (``gym-recorder repair`` moves them aside).
+(``tmp`` and 8 random characters) that is renamed into place, and only then rewrites its manifest
+the same way. The manifest is the commit point: a batch not listed in a manifest does not exist.
+One manifest rewrite may commit several batches: a written batch waits at most
+``writer.MIN_COMMIT_INTERVAL`` seconds (and behind at most ``writer.MAX_COALESCED_BATCHES``
+others) for it. A process killed at any moment therefore leaves every listed batch complete; it
+may leave temporary files and complete or partial batch files that no manifest lists, which
+readers ignore and ``repair`` moves aside (taking complete ones back into the manifest).
+
+What is fsynced, and when:
+
+- ``fsync=True``: each .bin and .json is fsynced before it is renamed into place, the directory
+  after both renames, and the manifest is fsynced before its rename and the directory after it.
+  A batch is therefore durable before any manifest on disk lists it: after a power loss the
+  recording holds every batch committed before the loss.
+- ``fsync=False`` (the default): nothing is fsynced while recording. ``flush()`` and ``close()``
+  fsync every file written since the last fsync, then the manifest, then the directory; what was
+  committed before the last ``flush()``/``close()`` survives a power loss. Batches committed since
+  then may come back missing, truncated or zero-filled while the manifest still lists them (the
+  file system may persist the manifest's rename first); the reader then fails on them with a
+  named error (with ``verify=True`` also on zero-filled bytes), ``verify`` reports them, and
+  ``repair`` moves them aside so that the rest reads.
+
+A killed process (no power loss) never loses a committed batch in either mode: the operating
+system writes it out.
 
 Version history
 ===============
@@ -185,6 +202,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Callable
 from typing import Any
 
@@ -363,6 +381,10 @@ def parse_ref(obj: dict, where: str, *, aligned: bool = True) -> ArrayRef:
     if aligned and offset % ALIGNMENT:
         raise FormatError(f"{where}: npyoff {offset} is not a multiple of {ALIGNMENT}")
     size = _check_int(obj.get("size"), where, "size")
+    # A zero dimension makes any shape empty, but numpy still refuses shapes whose other
+    # dimensions overflow its index type: bound the bytes of the non-zero dimensions too.
+    if math.prod(d for d in shape if d) * dtype.itemsize > MAX_DIM:
+        raise FormatError(f"{where}: shape {shape} of {dtype.str} has too many elements")
     expected = math.prod(shape) * dtype.itemsize
     if size != expected:
         raise FormatError(
@@ -498,6 +520,17 @@ def _json_float(v: Any, where: str) -> float:
     return float(v)
 
 
+def _check_float_range(values: tuple, dtype: np.dtype, where: str) -> None:
+    """Refuses finite numbers that the float (or complex) dtype cannot hold: the writer stores
+    exact values of the dtype, so anything larger is corrupt, not a value to round to inf."""
+    if dtype.itemsize > (16 if dtype.kind == "c" else 8):
+        return  # long double holds every Python float
+    limit = float(np.finfo(dtype).max)
+    for x in values:
+        if math.isfinite(x) and abs(x) > limit:
+            raise FormatError(f"{where}: {x!r} out of range for {dtype.str}")
+
+
 def decode_value(obj: Any, source: ArraySource, where: str = "value", depth: int = 0) -> Any:
     """Decodes a VALUE written by :func:`encode_value`.
 
@@ -538,9 +571,13 @@ def decode_value(obj: Any, source: ArraySource, where: str = "value", depth: int
             if dtype.kind == "c":
                 if not isinstance(v, list) or len(v) != 2:
                     raise FormatError(f"{where}: complex scalar must be [real, imag]")
-                return dtype.type(complex(_json_float(v[0], where), _json_float(v[1], where)))
+                parts = (_json_float(v[0], where), _json_float(v[1], where))
+                _check_float_range(parts, dtype, where)
+                return dtype.type(complex(*parts))
             if dtype.kind == "f":
-                return dtype.type(_json_float(v, where))
+                x = _json_float(v, where)
+                _check_float_range((x,), dtype, where)
+                return dtype.type(x)
             if dtype.kind == "b":
                 if type(v) is not bool:
                     raise FormatError(f"{where}: bool scalar must be true or false")
@@ -622,16 +659,37 @@ def loads(data: bytes, where: str) -> Any:
         raise FormatError(f"{where}: not valid JSON ({e})") from e
 
 
+def open_regular(path: str, where: str) -> int:
+    """Opens a file of a recording for reading: a regular file, never through a symlink.
+
+    ``O_NOFOLLOW`` refuses a symlink (which could lead out of the directory); ``O_NONBLOCK``
+    keeps a FIFO planted under a batch's name from blocking the open forever (it is then
+    refused, as are directories and devices, by the regular-file check).
+
+    Returns:
+        The open file descriptor; the caller closes it.
+
+    Raises:
+        FormatError: if the file cannot be opened or is not a regular file.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise FormatError(f"{where}: cannot open ({e.strerror or e})") from e
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FormatError(f"{where}: not a regular file")
+    return fd
+
+
 def read_json_file(path: str, where: str, expected_size: int | None = None) -> Any:
     """Reads and parses a JSON file of a recording, refusing oversized files before reading.
 
     Raises:
         FormatError: if the file is missing, too large, of the wrong size, or not valid JSON.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as e:
-        raise FormatError(f"{where}: cannot open ({e.strerror or e})") from e
+    fd = open_regular(path, where)
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_JSON_BYTES:

@@ -33,6 +33,8 @@ BATCH_CACHE_SIZE = 4
 # Read an episode's arrays in one read when the span they cover is at most this much larger than
 # their own bytes (else array by array, so a hostile layout cannot make us read a whole file).
 SPAN_SLACK_BYTES = 1 << 20
+# The largest Unicode code point; numpy's <U arrays fail hard (SystemError) on anything above.
+MAX_CODE_POINT = 0x10FFFF
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,12 @@ class _Manifest:
             first, length = b.get("first"), b.get("len")
             if type(first) is not int or type(length) is not int or first < 0 or length < 0:
                 raise FormatError(f"{w}: 'first' and 'len' must be non-negative integers")
-            check_plain_name(b.get("fn"), w)
+            fn = check_plain_name(b.get("fn"), w)
             if self.legacy:
+                # gym-recording named batches P.epNNNNNNNNN.json; refuse another writer's files.
+                if not (fn.startswith(self.prefix + ".ep") and fn.endswith(".json")):
+                    raise FormatError(f"{w}: fn {fn!r} is not a batch of this writer, expected "
+                                      f"{self.prefix + '.ep'}NNNNNNNNN.json")
                 new = length
             else:
                 if first < entries:
@@ -156,6 +162,11 @@ class _Manifest:
                     raise FormatError(f"{w}: first entry {first} overlaps the previous batch "
                                       f"(expected at least {entries})")
                 check_plain_name(b.get("bin"), w)
+                stem = _format.batch_stem(self.prefix, first)
+                for key, ext in (("fn", ".json"), ("bin", ".bin")):
+                    if b[key] != stem + ext:
+                        raise FormatError(f"{w}: {key} {b[key]!r} is not this writer's batch "
+                                          f"file, expected {stem + ext!r}")
                 new = b.get("episodes")
                 for key in ("json_size", "bin_size", "steps", "json_crc32"):
                     if type(b.get(key)) is not int or b[key] < 0:
@@ -382,8 +393,12 @@ class RecordingReader:
             raise FormatError(f"{m.name}: episode {number} not found in its batches")
         return self._join(m, parts, index)
 
-    def _read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool) -> list:
-        """Validates references into one .bin file and reads them (one read when compact)."""
+    def _read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool,
+                     expected_size: int | None = None) -> list:
+        """Validates references into one .bin file and reads them (one read when compact).
+
+        ``expected_size`` is the file's size as the manifest records it (None for legacy files).
+        """
         path = os.path.join(self._directory, bin_name)
         parsed: list[ArrayRef] = []
         for obj, where in refs:
@@ -393,12 +408,12 @@ class RecordingReader:
             parsed.append(ref)
         if not parsed:
             return []
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError as e:
-            raise FormatError(f"{bin_name}: cannot open ({e.strerror or e})") from e
+        fd = _format.open_regular(path, bin_name)
         try:
             file_size = os.fstat(fd).st_size
+            if expected_size is not None and file_size != expected_size:
+                raise FormatError(
+                    f"{bin_name}: file has {file_size} bytes, the manifest says {expected_size}")
             for ref, (_, where) in zip(parsed, refs):
                 if ref.offset + ref.size > file_size:
                     raise FormatError(f"{where}: bytes {ref.offset}..{ref.offset + ref.size} lie "
@@ -423,6 +438,12 @@ class RecordingReader:
         raw = buf[start:start + ref.size]
         if self._verify and ref.crc32 is not None and _format.crc32(raw) != ref.crc32:
             raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
+        if ref.dtype.kind == "U" and ref.size:
+            # numpy crashes (SystemError) on any access to a code point beyond U+10FFFF.
+            codes = raw.view(np.dtype(np.uint32).newbyteorder(ref.dtype.byteorder))
+            if codes.max() > MAX_CODE_POINT:
+                raise FormatError(f"{where}: {ref.dtype.str} array holds values that are not "
+                                  "Unicode code points")
         if start % ref.dtype.alignment == 0:
             return raw.view(ref.dtype).reshape(ref.shape)
         return raw.copy().view(ref.dtype).reshape(ref.shape)
@@ -468,7 +489,7 @@ class RecordingReader:
             elif col.get("kind") != "values" or not isinstance(col.get("values"), list):
                 raise FormatError(f"{w}: 'kind' must be 'array' or 'values'")
         bin_name = binfo["bin"]
-        arrays = self._read_arrays(bin_name, refs, aligned=True)
+        arrays = self._read_arrays(bin_name, refs, aligned=True, expected_size=binfo["bin_size"])
         obs: list[Any] = [None] * len(m.obs_layout.leaves)
         act: list[Any] = [None] * len(m.act_layout.leaves)
         named: dict[str, np.ndarray] = {}
@@ -493,7 +514,7 @@ class RecordingReader:
             if named[name].dtype != np.bool_:
                 raise FormatError(f"{where} {name}: dtype {named[name].dtype}, expected bool")
 
-        source = self._value_source(bin_name)
+        source = self._value_source(bin_name, binfo["bin_size"])
         for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
             if isinstance(leaf, ValuesLeaf):
                 obs[k] = decode_values_leaf(leaf, obj, source, w)
@@ -549,9 +570,11 @@ class RecordingReader:
                 "end": end if entry.get("continues") is not True else None, "sub_env": sub_env,
                 "no_reset": entry.get("no_reset") is True}
 
-    def _value_source(self, bin_name: str) -> Callable[[dict, str], np.ndarray]:
+    def _value_source(self, bin_name: str,
+                      bin_size: int | None = None) -> Callable[[dict, str], np.ndarray]:
         def source(obj: dict, where: str) -> np.ndarray:
-            return self._read_arrays(bin_name, [(obj, where)], aligned=True)[0]
+            return self._read_arrays(bin_name, [(obj, where)], aligned=True,
+                                     expected_size=bin_size)[0]
         return source
 
     def _join(self, m: _Manifest, parts: list[dict], index: int) -> Episode:
@@ -618,16 +641,23 @@ class RecordingReader:
                         x.shape == items[0].shape and x.dtype == items[0].dtype for x in items):
                     return np.stack(items)
                 if items and all(type(x) in (int, float, bool) for x in items):
-                    return np.array(items)
+                    arr = np.array(items)
+                    if arr.dtype.kind not in "biuf":  # ints beyond 64 bits come back as objects
+                        raise FormatError(f"{where}: numbers out of range for an array")
+                    return arr
                 return items
             return obj
 
         obs = build(entry["observations"])
         act = build(entry["actions"])
         rew = build(entry["rewards"])
-        n_obs = len(obs) if hasattr(obs, "__len__") else 0
+        n_obs = len(obs) if isinstance(obs, (list, dict)) or (
+            isinstance(obs, np.ndarray) and obs.ndim) else 0
         steps = max(n_obs - 1, 0)
-        rewards = np.asarray(rew, dtype=np.float64).reshape(-1) if steps else np.zeros(0)
+        try:
+            rewards = np.asarray(rew, dtype=np.float64).reshape(-1) if steps else np.zeros(0)
+        except (TypeError, ValueError) as e:
+            raise FormatError(f"{where}: rewards are not a list of numbers") from e
         if rewards.shape != (steps,):
             raise FormatError(f"{where}: {rewards.shape[0]} rewards for {n_obs} observations")
         if isinstance(act, np.ndarray) and act.ndim == 2 and act.shape == (1, 0):
@@ -639,7 +669,11 @@ class RecordingReader:
 
 
 def _read_exact(fd: int, offset: int, size: int, name: str) -> np.ndarray:
-    buf = np.empty(size, dtype=np.uint8)
+    try:
+        buf = np.empty(size, dtype=np.uint8)
+    except MemoryError as e:  # sizes are bounded by the file, but a sparse file can be huge
+        raise FormatError(f"{name}: cannot allocate {size} bytes for array data, more than "
+                          "available memory") from e
     view = memoryview(buf)
     got = 0
     while got < size:

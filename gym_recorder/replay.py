@@ -405,6 +405,8 @@ class _Stream:
     def __init__(self, env: Any) -> None:
         self.env = env
         self.synced = False  # the env's state follows the recording (a seeded reset happened)
+        self.lost = ("no seeded reset before this episode in its env; its random state is "
+                     "unknown")  # why it does not, when not synced
 
     def close(self) -> None:
         self.env.close()
@@ -468,8 +470,9 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
     observations, rewards, terminations and truncations are compared exactly with the recording.
     An episode recorded without a reset (``no_reset``) continues stepping the same env. Skipped,
     with the reason: legacy gym-recording episodes and recordings without an env id (nothing to
-    make), and unseeded episodes before a stream's first seeded reset (their random state is
-    unknown).
+    make), and unseeded episodes before a stream's first seeded reset or after a mismatch in
+    their stream (the env's random state is unknown). Comparing an episode stops at its first
+    difference (with ``render``, stepping goes on until the replayed env's episode ends).
 
     Args:
         directory: the recording directory.
@@ -541,18 +544,15 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
     frames: list | None = [] if render else None
     if ep.no_reset:
         if not stream.synced:
-            return result("skipped", message="stepped on without a reset after an episode that "
-                                             "was not replayed")
+            return result("skipped", message=f"stepped on without a reset, and {stream.lost}")
         first = None  # the first observation is the previous episode's last: already compared
     else:
         if ep.seed is None and not stream.synced:
-            return result("skipped", message="no seeded reset before this episode in its env; "
-                                             "its random state is unknown")
+            return result("skipped", message=stream.lost)
         try:
             first, _ = env.reset(seed=ep.seed, options=ep.options)
         except Exception as e:  # noqa: BLE001  (the env's own error is the finding)
-            stream.synced = False
-            return result("mismatch", 0, f"reset raised {type(e).__name__}: {e}")
+            return _lost(result("mismatch", 0, f"reset raised {type(e).__name__}: {e}"), stream)
         stream.synced = True
     if render:
         frames.append(env.render())
@@ -562,17 +562,19 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
         if d is not None:
             mismatch = (0, f"reset observation{d}" if d.startswith("[") else f"reset {d}")
     for t in range(ep.length):
+        if mismatch is not None and not render:
+            break
         try:
             obs, reward, terminated, truncated, _ = env.step(_row(ep.actions, t))
         except Exception as e:  # noqa: BLE001
-            stream.synced = False
-            if mismatch is None:
-                mismatch = (t + 1, f"step raised {type(e).__name__}: {e}")
+            mismatch = mismatch or (t + 1, f"step raised {type(e).__name__}: {e}")
             break
         if render:
             frames.append(env.render())
         if mismatch is not None:
-            continue  # keep stepping with the recorded actions, so later episodes stay in step
+            if terminated or truncated:
+                break  # diverged and ended: stepping on would be outside the env's contract
+            continue  # diverged, but still rendering the recorded actions
         d = first_difference(_row(ep.observations, t + 1), obs, "")
         if d is not None:
             mismatch = (t + 1, f"observation{d}" if d.startswith("[") else f"observation {d}")
@@ -584,8 +586,15 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
         elif bool(truncated) != bool(ep.truncations[t]):
             mismatch = (t + 1, f"truncated {bool(truncated)}, recorded {bool(ep.truncations[t])}")
     if mismatch is not None:
-        return result("mismatch", mismatch[0], mismatch[1], frames)
+        return _lost(result("mismatch", mismatch[0], mismatch[1], frames), stream)
     return result("match", frames=frames)
+
+
+def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
+    """Marks a stream out of step with the recording after ``check`` (a mismatch)."""
+    stream.synced = False
+    stream.lost = f"its env diverged from the recording in episode {check.index}"
+    return check
 
 
 def replay_frames(directory: str | os.PathLike, index: int) -> EpisodeCheck:

@@ -17,6 +17,10 @@ from gymnasium import spaces
 from .errors import FormatError
 from .format import MAX_NESTING, decode_value, parse_dtype
 
+# Rebuilding a Box allocates its low and high bounds in full: refuse descriptions beyond this
+# (a 4K RGB frame is 24.9M elements), so that a hostile manifest cannot exhaust memory.
+MAX_BOX_ELEMENTS = 1 << 25
+
 __all__ = ["describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
            "TupleNode"]
 
@@ -82,9 +86,11 @@ def _get(desc: dict, key: str, types: type | tuple, where: str) -> Any:
 
 
 def _bound(value: Any, shape: tuple, dtype: np.dtype, where: str) -> np.ndarray:
-    def conv(x: Any) -> Any:
+    def conv(x: Any, depth: int = 0) -> Any:
         if isinstance(x, list):
-            return [conv(v) for v in x]
+            if depth >= len(shape):
+                raise FormatError(f"{where}: Box bound nested deeper than its shape {shape}")
+            return [conv(v, depth + 1) for v in x]
         if isinstance(x, str):
             if x not in ("nan", "inf", "-inf"):
                 raise FormatError(f"{where}: bad Box bound {x!r}")
@@ -126,6 +132,9 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space | 
         if kind == "Box":
             dtype = parse_dtype(desc.get("dtype"), where)
             shape = _shape(desc.get("shape"), where)
+            if math.prod(shape) > MAX_BOX_ELEMENTS:
+                raise FormatError(f"{where}: Box of shape {shape} is too large to rebuild "
+                                  f"(more than {MAX_BOX_ELEMENTS} elements)")
             return spaces.Box(_bound(desc.get("low"), shape, dtype, where),
                               _bound(desc.get("high"), shape, dtype, where), shape, dtype)
         if kind == "Discrete":
@@ -258,7 +267,11 @@ class Layout:
             leaf = ArrayLeaf(parse_dtype(desc.get("dtype", "<i8"), where), ())
         elif kind == "MultiDiscrete":
             nvec = desc.get("nvec")
-            leaf = ArrayLeaf(parse_dtype(desc.get("dtype"), where), np.shape(nvec) if isinstance(nvec, list) else ())
+            try:
+                nvec_shape = np.shape(nvec) if isinstance(nvec, list) else ()
+            except ValueError as e:  # ragged, or nested deeper than numpy allows
+                raise FormatError(f"{where}: MultiDiscrete nvec is not a rectangular array") from e
+            leaf = ArrayLeaf(parse_dtype(desc.get("dtype"), where), nvec_shape)
             _shape(list(leaf.shape), where)
         elif kind == "MultiBinary":
             n = desc.get("n")

@@ -781,7 +781,8 @@ class RecordingVectorWrapper(VectorWrapper):
             # Read before the env pops it; each sub-env receives the options without it.
             mask = np.array(options["reset_mask"], copy=True)
             sub_options = {k: v for k, v in options.items() if k != "reset_mask"}
-        obs, info = self.env.reset(seed=seed, options=options)
+        result = self.env.reset(seed=seed, options=options)
+        obs, info = result
         if mask is not None:
             # The env accepted it (Gymnasium checks: bool, shape (num_envs,)).
             mask = mask.astype(np.bool_) if mask.shape == (self._n,) else None
@@ -791,7 +792,7 @@ class RecordingVectorWrapper(VectorWrapper):
         self._ready = bool(self._ever_reset.all())
         if buffer.full or time.monotonic() >= self._deadline:
             self._commit()
-        return obs, info
+        return result
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Steps the vector env and records each sub-env's transition."""

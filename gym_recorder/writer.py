@@ -29,7 +29,7 @@ from .buffer import Batch, Part
 from .errors import RecordingClosedError, UnsupportedValueError, WriteError
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
                      check_prefix, dumps, encode_value, manifest_name)
-from .spaces import Layout
+from .spaces import DictNode, Layout, TupleNode
 
 __all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
 
@@ -44,7 +44,17 @@ PARALLEL_CRC_BYTES = 1 << 18
 MIN_COMMIT_INTERVAL = 0.05
 # ...and at most this many batches wait for one commit.
 MAX_COALESCED_BATCHES = 16
+# Arrays smaller than this are gathered in memory and written SMALL_WRITE_CHUNK bytes at a time.
+SMALL_WRITE_BYTES = 1 << 16
+SMALL_WRITE_CHUNK = 1 << 20
 _ZEROS = bytes(ALIGNMENT)
+# An ARRAY reference as JSON text; dtype strings and file names are plain ASCII (no escaping).
+_REF_TEXT = ('{"__type":"ndarray","shape":[%s],"order":"C","dtype":"%s","npyfile":"%s",'
+             '"npyoff":%d,"size":%d,"crc32":%d}')
+# A batch entry as JSON text (see "Batch" in the format specification).
+_ENTRY_TEXT = ('{"index":%d,"episode":%d,"part":%d,"continues":%s,"steps":%d,'
+               '"observations":%s,"actions":%s,"rewards":%s,"terminations":%s,'
+               '"truncations":%s,"infos":%s,"seed":%s,"options":%s,"end":%s,"sub_env":%s%s}')
 _counter = 0
 _counter_lock = threading.Lock()
 
@@ -57,6 +67,11 @@ def default_prefix() -> str:
         n = _counter
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     return f"{LEGACY_PREFIX}{stamp}.{os.getpid()}.{secrets.token_hex(4)}{n:02d}"
+
+
+def _text(value: Any) -> str:
+    """JSON text of a JSON-ready value, as the format writes it."""
+    return dumps(value).decode("ascii")
 
 
 def _fast_crc_available() -> bool:
@@ -90,34 +105,77 @@ class _SyncWriter(atomicwrites.AtomicWriter):
 
 
 class _BinSink:
-    """Writes arrays one after another into an open .bin file, aligned, and returns references."""
+    """Writes arrays one after another into an open .bin file, aligned, and returns references.
+
+    Small arrays are gathered in memory and written in large chunks: one system call per
+    SMALL_WRITE_CHUNK bytes instead of one per array (each call also hands the GIL over).
+    Call :meth:`finish` before the file is closed.
+    """
 
     def __init__(self, f: Any, name: str, crc_pool: Any = None) -> None:
         self.f = f
         self.name = name
         self.offset = 0
         self.crc_pool = crc_pool
+        self._pending: list = []
+        self._pending_bytes = 0
 
-    def __call__(self, arr: np.ndarray) -> dict:
-        pad = -self.offset % ALIGNMENT
-        if pad:
-            self.f.write(_ZEROS[:pad])
-            self.offset += pad
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self.f.write(b"".join(self._pending))
+            self._pending.clear()
+            self._pending_bytes = 0
+
+    def finish(self) -> None:
+        """Writes what is still gathered in memory."""
+        self._flush_pending()
+
+    def _put(self, arr: np.ndarray) -> tuple[np.ndarray, int, int]:
+        """Writes one array at the next aligned offset; returns (array, offset, crc32)."""
+        offset = self.offset
+        pad = -offset % ALIGNMENT
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
-        data = memoryview(arr).cast("B") if arr.size else b""
-        if self.crc_pool is not None and arr.nbytes >= PARALLEL_CRC_BYTES:
-            future = self.crc_pool.submit(format.crc32, data)
-            self.f.write(data)
-            crc = future.result()
-        else:
-            self.f.write(data)
+        nbytes = arr.nbytes
+        data = memoryview(arr).cast("B") if nbytes else b""
+        if pad:
+            self._pending.append(_ZEROS[:pad])
+            offset += pad
+        if nbytes < SMALL_WRITE_BYTES:
+            self._pending.append(data)
+            self._pending_bytes += nbytes + pad
             crc = format.crc32(data)
-        ref = {"__type": "ndarray", "shape": list(arr.shape), "order": "C",
-               "dtype": arr.dtype.str, "npyfile": self.name, "npyoff": self.offset,
-               "size": arr.nbytes, "crc32": crc}
-        self.offset += arr.nbytes
-        return ref
+            if self._pending_bytes >= SMALL_WRITE_CHUNK:
+                self._flush_pending()
+        else:
+            self._flush_pending()
+            if self.crc_pool is not None and nbytes >= PARALLEL_CRC_BYTES:
+                future = self.crc_pool.submit(format.crc32, data)
+                self.f.write(data)
+                crc = future.result()
+            else:
+                self.f.write(data)
+                crc = format.crc32(data)
+        self.offset = offset + nbytes
+        return arr, offset, crc
+
+    def __call__(self, arr: np.ndarray) -> dict:
+        """Writes an array; returns its reference as a dict."""
+        arr, offset, crc = self._put(arr)
+        return {"__type": "ndarray", "shape": list(arr.shape), "order": "C",
+                "dtype": arr.dtype.str, "npyfile": self.name, "npyoff": offset,
+                "size": arr.nbytes, "crc32": crc}
+
+    def text(self, arr: np.ndarray) -> str:
+        """Writes an array; returns its reference as JSON text (the same as ``dumps(self(arr))``).
+
+        Batches of many short episodes hold thousands of references: formatting them as text
+        directly costs a fraction of building dicts and encoding them.
+        """
+        arr, offset, crc = self._put(arr)
+        shape = arr.shape
+        return _REF_TEXT % (",".join(map(str, shape)) if len(shape) != 1 else shape[0],
+                            arr.dtype.str, self.name, offset, arr.nbytes, crc)
 
 
 def _info_columns(rows: int, infos: list[tuple[int, dict]], sink: _BinSink, where: str) -> dict:
@@ -149,8 +207,13 @@ def _info_columns(rows: int, infos: list[tuple[int, dict]], sink: _BinSink, wher
             except OverflowError:
                 stacked = None
         elif isinstance(first, (np.ndarray, np.generic)) and first.dtype.kind in "biufc" and all(
-                type(v) is t and v.dtype == first.dtype and v.shape == first.shape for v in values):
-            stacked = np.stack(values) if t is np.ndarray else np.array(values, dtype=first.dtype)
+                type(v) is t and v.dtype == first.dtype and v.shape == first.shape for v in values
+        ) and not (t is np.ndarray and first.ndim == 0):
+            # (0-d arrays are not stacked: the reader gives a stacked (n,) column back as numpy
+            # scalars, so they are kept as VALUEs, one array each.)
+            # (np.stack would give native byte order: keep the dtype exactly, e.g. '>f4')
+            stacked = np.stack(values).astype(first.dtype, copy=False) if t is np.ndarray \
+                else np.array(values, dtype=first.dtype)
         if stacked is not None:
             entry["kind"] = "array"
             entry["pytype"] = pytype
@@ -207,6 +270,7 @@ class BatchWriter:
         # can rebuild a lost manifest from the batch files alone.
         self._batch_header = {k: v for k, v in self._manifest.items()
                               if k not in ("batches", "complete")}
+        self._header_json = dumps(self._batch_header)
         self._next_entry = 0
         self._uncommitted = 0  # batches written but not yet listed in the manifest on disk
         self._last_commit = time.monotonic()
@@ -385,9 +449,13 @@ class BatchWriter:
             sink = _BinSink(f, bin_name, self._crc_pool)
             entries = [self._encode_part(first + k, part, sink, json_name)
                        for k, part in enumerate(batch.parts)]
+            sink.finish()
             bin_size = sink.offset
-        doc = dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
-                     "first": first, "episodes": entries, "header": self._batch_header})
+        doc = b"".join([
+            dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
+                   "first": first})[:-1],
+            b',"episodes":[', ",".join(entries).encode("ascii"), b'],"header":',
+            self._header_json, b"}"])
         self._error_path = json_path
         with self._atomic(json_path, "wb") as f:
             f.write(doc)
@@ -432,31 +500,43 @@ class BatchWriter:
         _fsync_path(self._manifest_path)
         _fsync_path(self.directory)
 
-    def _encode_part(self, index: int, part: Part, sink: _BinSink, where: str) -> dict:
+    def _encode_part(self, index: int, part: Part, sink: _BinSink, where: str) -> str:
+        """Writes a part's arrays and returns its batch entry as JSON text."""
         where = f"{where} entry {index}"
-        return {
-            "index": index, "episode": part.episode, "part": part.part,
-            "continues": part.continues, "steps": part.steps,
-            "observations": self._encode_tree(self._obs_layout, part.observations, sink,
-                                              f"{where} observations"),
-            "actions": self._encode_tree(self._act_layout, part.actions, sink,
-                                         f"{where} actions"),
-            "rewards": sink(part.rewards),
-            "terminations": sink(part.terminations),
-            "truncations": sink(part.truncations),
-            "infos": _info_columns(part.info_rows, part.infos, sink, where),
-            "seed": part.seed if part.seed is None or type(part.seed) is int else int(part.seed),
-            "options": encode_value(part.options, sink, f"{where} options"),
-            "end": part.end, "sub_env": part.sub_env,
-            **({"no_reset": True} if part.no_reset else {}),
-        }
+        seed = part.seed
+        return _ENTRY_TEXT % (
+            index, part.episode, part.part, "true" if part.continues else "false", part.steps,
+            self._encode_tree(self._obs_layout, part.observations, sink, f"{where} observations"),
+            self._encode_tree(self._act_layout, part.actions, sink, f"{where} actions"),
+            sink.text(part.rewards), sink.text(part.terminations), sink.text(part.truncations),
+            ('{"rows":%d,"keys":[]}' % part.info_rows) if not part.infos else _text(
+                _info_columns(part.info_rows, part.infos, sink, where)),
+            "null" if seed is None else int(seed),
+            "null" if part.options is None else _text(
+                encode_value(part.options, sink, f"{where} options")),
+            "null" if part.end is None else '"%s"' % part.end,  # one of our own fixed words
+            "null" if part.sub_env is None else int(part.sub_env),
+            ',"no_reset":true' if part.no_reset else "")
 
-    def _encode_tree(self, layout: Layout, leaves: list, sink: _BinSink, where: str) -> Any:
+    def _encode_tree(self, layout: Layout, leaves: list, sink: _BinSink, where: str) -> str:
+        """Writes the leaves of observations or actions; returns the TREE as JSON text."""
         encoded = []
         for leaf_values in leaves:
             if type(leaf_values) is list:
-                encoded.append({"__type": "values", "values": [
-                    encode_value(v, sink, where) for v in leaf_values]})
+                encoded.append(_text({"__type": "values", "values": [
+                    encode_value(v, sink, where) for v in leaf_values]}))
             else:
-                encoded.append(sink(leaf_values))
-        return encoded[0] if layout.single else layout.unflatten_json(encoded)
+                encoded.append(sink.text(leaf_values))
+        if layout.single:
+            return encoded[0]
+        it = iter(encoded)
+
+        def build(node: Any) -> str:
+            if isinstance(node, DictNode):
+                return "{" + ",".join(_text(k) + ":" + build(c)
+                                      for k, c in zip(node.keys, node.children)) + "}"
+            if isinstance(node, TupleNode):
+                return "[" + ",".join(build(c) for c in node.children) + "]"
+            return next(it)
+
+        return build(layout.root)

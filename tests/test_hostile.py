@@ -157,19 +157,17 @@ def batch_names(d: Path, index: int) -> tuple[str, str]:
 
 
 def mutate_manifest(d: Path, mutate: Callable[[dict], Any]) -> None:
-    """Applies ``mutate`` to the manifest (it may edit in place or return a replacement)."""
+    """Applies ``mutate`` to the manifest: it edits in place, or returns raw bytes to write."""
     doc = load_manifest(d)
     out = mutate(doc)
-    path = manifest_path(d)
-    path.write_bytes(out if isinstance(out, bytes) else json.dumps(doc if out is None else out)
-                     .encode())
+    manifest_path(d).write_bytes(out if isinstance(out, bytes) else json.dumps(doc).encode())
 
 
 def rewrite_batch(d: Path, mutate: Callable[[dict], Any], index: int = 0) -> None:
     """Rewrites batch ``index``'s JSON with ``mutate`` and updates the manifest to match.
 
-    ``mutate`` edits the parsed document in place, or returns a replacement (a JSON value, or
-    raw bytes written as they are). The manifest's ``json_size`` and ``json_crc32`` are
+    ``mutate`` edits the parsed document in place, or returns raw bytes to write instead (any
+    other return value is ignored). The manifest's ``json_size`` and ``json_crc32`` are
     recomputed, so that the reader gets past the integrity checks to the structure.
     """
     man = load_manifest(d)
@@ -177,7 +175,7 @@ def rewrite_batch(d: Path, mutate: Callable[[dict], Any], index: int = 0) -> Non
     path = d / b["fn"]
     doc = json.loads(path.read_bytes())
     out = mutate(doc)
-    data = out if isinstance(out, bytes) else json.dumps(doc if out is None else out).encode()
+    data = out if isinstance(out, bytes) else json.dumps(doc).encode()
     path.write_bytes(data)
     if "json_size" in b:
         b["json_size"] = len(data)
@@ -1205,7 +1203,7 @@ def test_hostile_legacy_manifests(make, edit, match):
 
 def test_legacy_manifest_name_required_without_format(make):
     d = make("cp")
-    mutate_manifest(d, lambda m: {"batches": m["batches"]})
+    mutate_manifest(d, lambda m: json.dumps({"batches": m["batches"]}).encode())
     refused(d, r"cp\.manifest\.json: no format/version and not a gym-recording manifest")
 
 

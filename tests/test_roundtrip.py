@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from gym_recorder import RecordingReader, RecordingWrapper
 
+# HYPOTHESIS_EXAMPLES=1000 (environment) for a longer hunt; the defaults keep this file fast.
 CLASSIC_BOUNDS = {"low": -0.02, "high": 0.02, "tag": ("a", 1), "weights": np.arange(3.0)}
 # Reset options the env understands (or ignores): exercised as recorded VALUEs.
 OPTIONS = {
@@ -221,6 +222,16 @@ leaves = st.one_of(
 )
 
 
+# Spaces whose values do not stack, as leaves anywhere in a tree.
+unstacked_leaves = st.one_of(
+    st.builds(spaces.Sequence, leaves, stack=st.booleans()),
+    st.builds(spaces.Graph, st.sampled_from([spaces.Box(0, 1, (2,), np.float32),
+                                             spaces.Discrete(3)]),
+              st.sampled_from([None, spaces.Discrete(2), spaces.Box(-1, 1, (1,), np.float64)])),
+    st.builds(spaces.OneOf, st.lists(leaves, min_size=1, max_size=3)),
+)
+
+
 def nest(children):
     return st.one_of(
         st.lists(children, min_size=1, max_size=3).map(lambda cs: spaces.Tuple(cs)),
@@ -229,7 +240,8 @@ def nest(children):
     )
 
 
-space_trees = st.recursive(leaves, nest, max_leaves=6)
+space_trees = st.recursive(st.one_of(leaves, leaves, leaves, unstacked_leaves), nest,
+                           max_leaves=6)
 episode_plans = st.lists(st.tuples(st.integers(0, 7),
                                    st.sampled_from(["terminated", "truncated", "reset"])),
                          min_size=0, max_size=5)
@@ -252,8 +264,7 @@ def run_space_env(tmp_path, obs_space, act_space, plan, seed, target) -> TruthCo
     return truth
 
 
-# HYPOTHESIS_EXAMPLES=1000 for a longer hunt; 40 keeps the suite at a few seconds.
-@settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 40)), deadline=None,
+@settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 50)), deadline=None,
           database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(obs_space=space_trees, act_space=space_trees, plan=episode_plans,
        seed=st.integers(0, 2**16), target=st.sampled_from([200, 1_000, 5_000_000]))
@@ -265,6 +276,81 @@ def test_random_spaces_round_trip(tmp_path_factory, obs_space, act_space, plan, 
         assert reader.observation_space == obs_space
         assert reader.action_space == act_space
         assert reader.env_id is None
+
+
+# Random infos and reset options: every kind of VALUE the README promises to keep
+
+
+SCALAR_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64", "complex64", "complex128"]
+ARRAY_DTYPES = SCALAR_DTYPES + ["<U3", "|S2", ">f4", ">i2"]
+
+
+@st.composite
+def np_arrays(draw) -> np.ndarray:
+    dtype = np.dtype(draw(st.sampled_from(ARRAY_DTYPES)))
+    shape = draw(st.lists(st.integers(0, 3), max_size=3).map(tuple))
+    n = int(np.prod(shape))
+    if dtype.kind in "US":
+        return np.array(draw(st.lists(st.text("ab\u00e9" if dtype.kind == "U" else "ab", max_size=2),
+                                      min_size=n, max_size=n)) or [], dtype=dtype).reshape(shape)
+    raw = draw(st.binary(min_size=n * dtype.itemsize, max_size=n * dtype.itemsize))
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+np_scalars = st.builds(lambda a: a.reshape(-1)[0],
+                       np_arrays().filter(lambda a: a.size > 0 and a.dtype.kind not in "US"))
+plain = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                  st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+                  st.binary(max_size=4))
+info_values = st.recursive(
+    st.one_of(plain, np_arrays(), np_scalars),
+    lambda kids: st.one_of(st.lists(kids, max_size=3), st.lists(kids, max_size=3).map(tuple),
+                           st.dictionaries(st.text(max_size=4), kids, max_size=3),
+                           st.dictionaries(st.integers(-3, 3), kids, max_size=2)),
+    max_leaves=8)
+# A few keys, so that columns get values of one type (stacked) or mixed ones, present or not.
+info_dicts = st.dictionaries(st.sampled_from(["a", "b", "episode", "__type", "x y"]),
+                             st.one_of(info_values, st.integers(0, 3), st.floats(),
+                                       np_arrays(), st.just(np.float32(0.5))), max_size=4)
+
+
+class InfoListEnv(gym.Env):
+    """Returns the given infos, one per reset or step, in order."""
+
+    observation_space = spaces.Discrete(3)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, infos: list[dict]) -> None:
+        self.infos = iter(infos)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return 0, next(self.infos)
+
+    def step(self, action):
+        return 1, 0.0, False, False, next(self.infos)
+
+
+@settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 100)), deadline=None,
+          database=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                HealthCheck.too_slow])
+@given(infos=st.lists(info_dicts, min_size=1, max_size=12), options=info_values,
+       cut=st.integers(1, 12), target=st.sampled_from([150, 5_000_000]))
+def test_random_infos_and_options_round_trip(tmp_path_factory, infos, options, cut, target):
+    directory = tmp_path_factory.mktemp("rec")
+    truth = TruthCollector(InfoListEnv(infos))
+    env = RecordingWrapper(truth, directory, target_batch_bytes=target)
+    env.reset(seed=0, options=options)
+    for k in range(1, len(infos)):
+        if k == cut:
+            env.reset()
+        else:
+            env.step(k % 2)
+    env.close()
+    with RecordingReader(directory) as reader:
+        assert_recording_matches(reader, truth.episodes, truth.observation_space,
+                                 truth.action_space)
 
 
 # ---------------------------------------------------------------------------------------------

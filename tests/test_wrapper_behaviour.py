@@ -517,3 +517,34 @@ def test_reader_rebuilds_the_spaces(tmp_path):
             assert reader.observation_space == env.observation_space, name
             assert reader.action_space == env.action_space, name
             assert reader.observation_space.dtype == env.observation_space.dtype
+
+
+def test_reset_and_step_return_exactly_what_the_env_returns(tmp_path):
+    returned = {}
+
+    class Probe(EndlessEnv):
+        def reset(self, *, seed=None, options=None):
+            returned["reset"] = super().reset(seed=seed, options=options)
+            return returned["reset"]
+
+        def step(self, action):
+            returned["step"] = super().step(action)
+            return returned["step"]
+
+    env = RecordingWrapper(Probe(), tmp_path)
+    obs, info = env.reset(seed=0)
+    assert obs is returned["reset"][0] and info is returned["reset"][1]
+    result = env.step(np.int64(2))
+    assert all(a is b for a, b in zip(result, returned["step"])) and len(result) == 5
+    env.close()
+
+
+def test_a_collected_wrapper_writes_what_it_buffered(tmp_path):
+    env = RecordingWrapper(fixed(4), tmp_path)
+    env.reset(seed=0)
+    env.step(1)
+    del env
+    gc.collect()
+    with RecordingReader(tmp_path) as reader:
+        assert [len(ep) for ep in reader] == [1]
+        assert reader[0].end == "close" and reader.writers[0]["complete"]
