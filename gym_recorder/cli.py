@@ -187,7 +187,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         recorder_kwargs["file_prefix"] = args.file_prefix
     if args.num_envs is not None:
         try:
-            import gym_recorder.vector  # noqa: F401
+            from . import vector  # noqa: F401  (imported lazily: only vector recording needs it)
         except ImportError as e:
             raise CommandError(f"--num-envs needs gym_recorder.vector, which cannot be imported "
                                f"({e})") from e
@@ -329,9 +329,9 @@ def cmd_video(args: argparse.Namespace) -> int:
     if frames is None:
         from .replay import replay_frames
 
-        # rgb_array rendering needs no sound; pygame-based envs otherwise probe the audio
-        # devices and print errors on headless machines.
-        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+        # rgb_array rendering needs no window; pygame-based envs (classic control) otherwise
+        # probe the display system and print errors on headless machines.
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         check = replay_frames(args.directory, index)
         frames = check.frames
         source = "replay with render_mode='rgb_array'"
@@ -340,8 +340,11 @@ def cmd_video(args: argparse.Namespace) -> int:
             print(f"{PROG} video: warning: the replay of episode {index} diverges from the "
                   f"recording at step {check.step} ({check.message})", file=sys.stderr)
     fps = fps or DEFAULT_FPS
-    n = write_video(frames, args.output, fps=fps)
-    _say(args, f"wrote {args.output}: {n} frames of episode {index} from {source}, {fps:g} fps")
+    stored = write_video(frames, args.output, fps=fps)
+    merged = (f" ({stored} stored: identical consecutive frames merged, timing kept)"
+              if stored != len(frames) else "")
+    _say(args, f"wrote {args.output}: {len(frames)} frames of episode {index} from {source}, "
+               f"{fps:g} fps{merged}")
     return EXIT_OK
 
 
@@ -435,15 +438,16 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
                                   "'module:EnvId' imports module first)")
-    p.add_argument("--directory", "-d", required=True, metavar="DIR", help="the recording directory (created "
-                                                            "if missing)")
+    p.add_argument("--directory", "-d", required=True, metavar="DIR",
+                   help="the recording directory (created if missing)")
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--episodes", "-n", type=_positive_int, metavar="N",
                       help="stop after this many episodes ended (default 10)")
     stop.add_argument("--steps", type=_positive_int, metavar="N",
                       help="stop after this many steps (the open episode ends with 'close')")
-    p.add_argument("--seed", type=int, metavar="S", help="seed of the first reset and of the random policy "
-                                            "(default: a random seed, printed)")
+    p.add_argument("--seed", type=int, metavar="S",
+                   help="seed of the first reset and of the random policy (default: a random "
+                        "seed, printed)")
     p.add_argument("--policy", metavar="MODULE:CALLABLE",
                    help="callable(observation) -> action, imported from MODULE (or a file "
                         "path.py); default: sample the action space")
@@ -456,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="BYTES", help="aim for batch files of about this size (default 5 MB)")
     p.add_argument("--flush-interval", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="commit buffered steps at least this often (default 10)")
-    p.add_argument("--file-prefix", metavar="PREFIX", help="the writer's file prefix (default: unique)")
+    p.add_argument("--file-prefix", metavar="PREFIX",
+                   help="the writer's file prefix (default: unique)")
 
     p = add("info", cmd_info, "summarise a recording",
             "Show a recording's env id, spaces, episodes, steps, returns, writers, bytes on "

@@ -305,11 +305,13 @@ def _pad_even(frame: np.ndarray) -> np.ndarray:
 def write_video(frames: Any, path: str | os.PathLike, *, fps: float = DEFAULT_FPS) -> int:
     """Writes rgb frames (uint8 H x W x 3 each) to an ``.mp4`` or ``.gif`` file.
 
-    mp4 is H.264 (ffmpeg via imageio-ffmpeg) with frames padded to even sizes; gif is written by
-    Pillow, which may merge consecutive identical frames (their durations add up).
+    mp4 is H.264 (ffmpeg via imageio-ffmpeg, yuv420p) with frames padded to even sizes, one
+    video frame per frame given. gif is written by Pillow, which stores a frame identical to the
+    one before it as a longer duration of that one, so the timing is kept but the file can hold
+    fewer frames than given.
 
     Returns:
-        The number of frames written.
+        The number of frames the file holds.
 
     Raises:
         MissingExtraError: if imageio (or, for mp4, imageio-ffmpeg) is not installed.
@@ -334,7 +336,10 @@ def write_video(frames: Any, path: str | os.PathLike, *, fps: float = DEFAULT_FP
         import imageio.v3 as iio
 
         iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
-        return len(frames)
+        from PIL import Image  # imageio's gif writer is Pillow
+
+        with Image.open(path) as im:
+            return int(getattr(im, "n_frames", 1))
     _require("imageio_ffmpeg", "video")
     import imageio.v2 as iio2
 

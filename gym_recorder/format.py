@@ -89,6 +89,13 @@ a writer's entry sequence, except for vector writers, whose sub-environments int
 entries with the same ``episode``). A reader that does not know parts sees each entry as an
 episode of its own.
 
+Every writer numbers episodes in the order they start, so the part-0 entries of batch k are the
+episodes numbered from the sum of the earlier batches' ``"episodes"`` on, in order. A vector writer
+(manifest ``"vector"`` not null) also MUST put the next part of an entry with ``"continues": true``
+in the very next batch; that part MAY have 0 steps (no rows). Its entries are the sub-environments'
+episodes: ``"sub_env"`` is the index, ``"seed"`` and ``"options"`` are what that sub-env was reset
+with (a vector ``reset(seed=s)`` seeds sub-env i with s + i; autoresets have neither).
+
 Arrays (ARRAY)
 ==============
 Every array is a reference into the batch's .bin file::

@@ -382,7 +382,8 @@ def first_difference(recorded: Any, actual: Any, where: str = "") -> str | None:
             same = False
         if not same:
             if r.size == 1:
-                return f"{where or 'value'}: {a.reshape(-1)[0]!r}, recorded {r.reshape(-1)[0]!r}"
+                return (f"{where or 'value'}: {a.reshape(-1)[0].item()!r}, recorded "
+                        f"{r.reshape(-1)[0].item()!r}")
             n = int(np.sum(r != a)) if r.dtype.kind == a.dtype.kind else r.size
             return f"{where or 'value'}: {n} of {r.size} elements differ"
         return None
@@ -433,6 +434,8 @@ def _env_factory(manifest: Mapping[str, Any], render: bool) -> tuple[str | None,
                                 f"cannot be replayed one by one")
     if render:
         kwargs["render_mode"] = "rgb_array"
+    elif kwargs.get("render_mode") == "human":
+        del kwargs["render_mode"]  # rendering does not change the dynamics; no window to replay
     max_steps = spec.get("max_episode_steps")
     if type(max_steps) is int and "max_episode_steps" not in kwargs:
         kwargs["max_episode_steps"] = max_steps
@@ -558,9 +561,9 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
         frames.append(env.render())
     mismatch: tuple[int, str] | None = None
     if first is not None:
-        d = first_difference(_row(ep.observations, 0), first, "")
+        d = first_difference(_row(ep.observations, 0), first, "reset observation")
         if d is not None:
-            mismatch = (0, f"reset observation{d}" if d.startswith("[") else f"reset {d}")
+            mismatch = (0, d)
     for t in range(ep.length):
         if mismatch is not None and not render:
             break
@@ -575,9 +578,9 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
             if terminated or truncated:
                 break  # diverged and ended: stepping on would be outside the env's contract
             continue  # diverged, but still rendering the recorded actions
-        d = first_difference(_row(ep.observations, t + 1), obs, "")
+        d = first_difference(_row(ep.observations, t + 1), obs, "observation")
         if d is not None:
-            mismatch = (t + 1, f"observation{d}" if d.startswith("[") else f"observation {d}")
+            mismatch = (t + 1, d)
         elif not _same_float(float(ep.rewards[t]), reward):
             mismatch = (t + 1, f"reward {float(reward)!r}, recorded {float(ep.rewards[t])!r}")
         elif bool(terminated) != bool(ep.terminations[t]):

@@ -17,9 +17,10 @@ from gymnasium import spaces
 from .errors import FormatError
 from .format import MAX_NESTING, decode_value, parse_dtype
 
-# Rebuilding a Box allocates its low and high bounds in full: refuse descriptions beyond this
-# (a 4K RGB frame is 24.9M elements), so that a hostile manifest cannot exhaust memory.
-MAX_BOX_ELEMENTS = 1 << 25
+# Rebuilding a Box allocates its low and high bounds in full (gymnasium's checks take about
+# 4.5x this at peak): refuse bounds larger than this many bytes each, so that a hostile manifest
+# cannot exhaust memory. A 4K RGB uint8 frame is 24.9 MB, a 1080p RGB float32 one 24.9 MB.
+MAX_BOX_BOUND_BYTES = 1 << 26
 
 __all__ = ["describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
            "TupleNode"]
@@ -132,9 +133,10 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space | 
         if kind == "Box":
             dtype = parse_dtype(desc.get("dtype"), where)
             shape = _shape(desc.get("shape"), where)
-            if math.prod(shape) > MAX_BOX_ELEMENTS:
-                raise FormatError(f"{where}: Box of shape {shape} is too large to rebuild "
-                                  f"(more than {MAX_BOX_ELEMENTS} elements)")
+            if math.prod(shape) * dtype.itemsize > MAX_BOX_BOUND_BYTES:
+                raise FormatError(f"{where}: Box of shape {shape} and dtype {dtype.str} is too "
+                                  f"large to rebuild (bounds of more than {MAX_BOX_BOUND_BYTES} "
+                                  "bytes)")
             return spaces.Box(_bound(desc.get("low"), shape, dtype, where),
                               _bound(desc.get("high"), shape, dtype, where), shape, dtype)
         if kind == "Discrete":

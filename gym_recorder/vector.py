@@ -17,10 +17,11 @@ format (see :mod:`gym_recorder.format`), each entry tagged with its ``sub_env``;
 
 Recording is batched: :class:`VectorStepBuffer` copies the whole ``(num_envs, ...)`` observation,
 action, reward and flag arrays of a vector step into preallocated columns with one numpy
-assignment each (row ``r`` of the batch, sub-env ``i`` at flat row ``r * num_envs + i``), marks
-which sub-envs took a transition in a small boolean array, and does per-sub-env Python work only
-when an episode starts or ends, and for non-empty infos. Each sub-env's rows are picked out with
-one fancy-indexing gather per leaf only when a batch is taken.
+assignment each (row ``r`` of the batch, sub-env ``i`` at flat row ``r * num_envs + i``), stores
+the id of the episode segment each sub-env's row belongs to (or -1) in a small integer array, and
+does per-sub-env Python work only when an episode starts or ends, and for non-empty infos. When a
+batch is taken, a stable sort of those ids groups every segment's rows, and one fancy-indexing
+gather per column picks them out.
 
 Vector info dicts (arrays of ``num_envs`` values with ``_key`` presence masks, nested dicts
 likewise) are split into one info dict per sub-env by :func:`unstack_info`.
@@ -28,7 +29,6 @@ likewise) are split into one info dict per sub-env by :func:`unstack_info`.
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 import time
@@ -36,7 +36,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
@@ -125,18 +124,15 @@ def unstack_info(info: dict, num_envs: int, skip: tuple[str, ...] = ()) -> list[
 class _Segment:
     """The part of one episode that lies in the batch being filled (one entry when taken)."""
 
-    __slots__ = ("sub_env", "episode", "part", "reset_idx", "start_row", "end_row", "final_idx",
-                 "reset_info", "seed", "options", "end", "no_reset")
+    __slots__ = ("sub_env", "episode", "part", "reset_idx", "final_idx", "reset_info", "seed",
+                 "options", "end", "no_reset")
 
     def __init__(self, sub_env: int, episode: int, part: int, reset_idx: int | None,
-                 start_row: int, reset_info: dict | None, seed: int | None, options: Any,
-                 no_reset: bool) -> None:
+                 reset_info: dict | None, seed: int | None, options: Any, no_reset: bool) -> None:
         self.sub_env = sub_env
         self.episode = episode
         self.part = part
         self.reset_idx = reset_idx    # flat observation row of the reset observation (part 0)
-        self.start_row = start_row    # first batch row that may hold one of its transitions
-        self.end_row = -1             # one past its last batch row, once ended
         self.final_idx: int | None = None  # flat row of its last observation, if not the step's
         self.reset_info = reset_info
         self.seed = seed
@@ -183,8 +179,9 @@ class VectorStepBuffer:
         self._info_filter = info_filter
         self.episodes_started = 0
         self._open = np.zeros(num_envs, dtype=np.bool_)
-        self._segs: list[_Segment | None] = [None] * num_envs
-        self._closed: list[_Segment] = []
+        self._n_open = 0  # how many are True in _open
+        self._nshape = (num_envs,)
+        self._segs: list[_Segment | None] = [None] * num_envs  # the open one per sub-env
         self._last_obs: list[list | None] = [None] * num_envs  # DISABLED: for no_reset episodes
         self._rows = self._rows_for(_estimate_step_bytes(obs_layout, act_layout))
         self._alloc()
@@ -228,7 +225,8 @@ class VectorStepBuffer:
         self._rew = np.empty(rows * n, np.float64)
         self._term = np.empty(rows * n, np.bool_)
         self._trunc = np.empty(rows * n, np.bool_)
-        self._valid = np.zeros((rows, n), np.bool_)  # [r, i]: row r is a transition of sub-env i
+        # [r, i]: the batch segment whose transition row r of sub-env i is, or -1 (none).
+        self._segid = np.full((rows, n), -1, np.int32)
         self._obs0 = self._obs_cols[0] if self._obs_layout.single else None
         self._act0 = self._act_cols[0] if self._act_layout.single else None
         self._obs_vshape = (n, *self._obs_layout.leaves[0].shape) if self._obs0 is not None and \
@@ -240,9 +238,11 @@ class VectorStepBuffer:
     def _new_batch(self) -> None:
         self._row = 0
         self._extra_used = 0
-        self._closed = []
-        self._info_rows: list[list[int]] = [[] for _ in range(self.num_envs)]
-        self._info_dicts: list[list[dict]] = [[] for _ in range(self.num_envs)]
+        self._batch_segs: list[_Segment] = []  # every segment of this batch; index = its id
+        self._cur = np.full(self.num_envs, -1, np.int32)  # id of each sub-env's open segment
+        self._step_infos: list[tuple[int, dict]] = []  # (flat row, info) in row order
+        for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
+            self._add_segment(seg)
 
     @property
     def full(self) -> bool:
@@ -274,7 +274,8 @@ class VectorStepBuffer:
         for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
             if not isinstance(leaf, ArrayLeaf):
                 if len(v) != n:
-                    raise UnsupportedValueError(f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
+                    raise UnsupportedValueError(
+                        f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
                 out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
                 continue
             if type(v) is not np.ndarray:
@@ -381,32 +382,38 @@ class VectorStepBuffer:
 
     # -- episodes ------------------------------------------------------------------------------
 
-    def _begin(self, i: int, reset_idx: int, start_row: int, reset_info: dict | None,
-               seed: int | None, options: Any, no_reset: bool = False) -> None:
-        self._segs[i] = _Segment(i, self.episodes_started, 0, reset_idx, start_row, reset_info,
-                                 seed, options, no_reset)
-        self.episodes_started += 1
-        self._open[i] = True
+    def _add_segment(self, seg: _Segment) -> None:
+        self._segs[seg.sub_env] = seg
+        self._cur[seg.sub_env] = len(self._batch_segs)
+        self._batch_segs.append(seg)
 
-    def _end(self, i: int, end_row: int, end: str, final_idx: int | None = None) -> None:
+    def _begin(self, i: int, reset_idx: int, reset_info: dict | None, seed: int | None,
+               options: Any, no_reset: bool = False) -> None:
+        self._add_segment(_Segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
+                                   options, no_reset))
+        self.episodes_started += 1
+        if not self._open[i]:
+            self._open[i] = True
+            self._n_open += 1
+
+    def _end(self, i: int, end: str, final_idx: int | None = None) -> None:
         seg = self._segs[i]
         if seg is None:
             return
-        seg.end_row = end_row
         seg.end = end
         seg.final_idx = final_idx
-        self._closed.append(seg)
         self._segs[i] = None
+        self._cur[i] = -1
         self._open[i] = False
+        self._n_open -= 1
 
-    def _step_info(self, i: int, row: int, info: dict) -> None:
-        self._info_rows[i].append(row)
-        self._info_dicts[i].append(info)
+    def _step_info(self, flat: int, info: dict) -> None:
+        self._step_infos.append((flat, info))
 
     def end_episodes(self, end: str) -> None:
         """Ends every open episode with the given reason (``"close"``)."""
         for i in np.flatnonzero(self._open).tolist():
-            self._end(i, self._row, end)
+            self._end(i, end)
 
     # -- the protocol --------------------------------------------------------------------------
 
@@ -429,12 +436,12 @@ class VectorStepBuffer:
         r = self._row
         base = r * self.num_envs
         self._write_rows(self._obs_cols, leaves, base)
-        self._valid[r] = False
+        self._segid[r] = -1
         which = range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist()
         for i in which:
             if self._segs[i] is not None:
-                self._end(i, r, "reset")
-            self._begin(i, base + i, r + 1, rec.get(i), seeds[i], options)
+                self._end(i, "reset")
+            self._begin(i, base + i, rec.get(i), seeds[i], options)
         self._row = r + 1
 
     def step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
@@ -469,9 +476,15 @@ class VectorStepBuffer:
             and action.shape == self._act_vshape
         act_leaves = None if fast_act else self._vector_leaves(
             action, self._act_flatten, self._act_layout, "action")
-        reward = self._flat(reward, "reward", np.float64)
-        terminated = self._flat(terminated, "terminated", np.bool_)
-        truncated = self._flat(truncated, "truncated", np.bool_)
+        nshape = self._nshape
+        if type(reward) is not np.ndarray or reward.shape != nshape:
+            reward = self._flat(reward, "reward", np.float64)
+        if type(terminated) is not np.ndarray or terminated.dtype != np.bool_ or \
+                terminated.shape != nshape:
+            terminated = self._flat(terminated, "terminated", np.bool_)
+        if type(truncated) is not np.ndarray or truncated.dtype != np.bool_ or \
+                truncated.shape != nshape:
+            truncated = self._flat(truncated, "truncated", np.bool_)
         rec = self._infos(infos, "info") if infos else None
         open_ = self._open
         done = terminated | truncated
@@ -487,6 +500,10 @@ class VectorStepBuffer:
                 fi = final_infos.get(i) if final_infos else None
                 finals[i] = (self._single_leaves(final_obs[i], f"final observation of sub-env {i}"),
                              self._info(fi, f"final info of sub-env {i}") if fi else None)
+        if mode != NEXT_STEP and self._n_open != n:
+            for i in np.flatnonzero(~open_).tolist():
+                if self._last_obs[i] is None:
+                    raise ResetNeeded(f"sub-env {i} was stepped before it was ever reset")
         # Store the step: one assignment per column.
         end = base + n
         if fast_obs:
@@ -500,56 +517,53 @@ class VectorStepBuffer:
         self._rew[base:end] = reward
         self._term[base:end] = terminated
         self._trunc[base:end] = truncated
-        valid = self._valid[r]
         self._row = r + 1
         if mode == NEXT_STEP:
-            valid[:] = open_
-            ended = done & open_
-            starting = None if open_.all() else np.flatnonzero(~open_).tolist()
+            # The row belongs to the sub-envs' open episodes; a sub-env without one is in a
+            # reset step, whose returned observation and info start its next episode.
+            self._segid[r] = self._cur
+            starting = None if self._n_open == n else np.flatnonzero(~open_).tolist()
             if rec:
                 for i, info in rec.items():
-                    if valid[i]:
-                        self._step_info(i, r, info)
-            if ended.any():
-                for i in np.flatnonzero(ended).tolist():
-                    self._end(i, r + 1, "terminated" if terminated[i] else "truncated")
+                    if open_[i]:
+                        self._step_info(base + i, info)
+            if done.any():
+                for i in np.flatnonzero(done & open_).tolist():
+                    self._end(i, "terminated" if terminated[i] else "truncated")
             if starting is not None:
-                # Reset steps: the returned observation and info start the next episode.
                 for i in starting:
-                    self._begin(i, base + i, r + 1, rec.get(i) if rec else None, None, None)
+                    self._begin(i, base + i, rec.get(i) if rec else None, None, None)
             return
-        if not open_.all():
+        if self._n_open != n:
             # Stepped after its episode ended without a reset: an episode marked no_reset that
             # starts from the last observation.
             for i in np.flatnonzero(~open_).tolist():
-                last = self._last_obs[i]
-                if last is None:
-                    raise ResetNeeded(f"sub-env {i} was stepped before it was ever reset")
-                self._begin(i, self._put_extra(last), r, None, None, None, no_reset=True)
-        valid[:] = True
+                self._begin(i, self._put_extra(self._last_obs[i]), None, None, None,
+                            no_reset=True)
+        self._segid[r] = self._cur
         if mode == SAME_STEP:
             if rec:
                 for i, info in rec.items():
                     if not done[i]:
-                        self._step_info(i, r, info)
+                        self._step_info(base + i, info)
             if finals:
                 for i, (leaves, final_info) in finals.items():
                     if final_info:
-                        self._step_info(i, r, final_info)
-                    self._end(i, r + 1, "terminated" if terminated[i] else "truncated",
+                        self._step_info(base + i, final_info)
+                    self._end(i, "terminated" if terminated[i] else "truncated",
                               self._put_extra(leaves))
-                    self._begin(i, base + i, r + 1, rec.get(i) if rec else None, None, None)
+                    self._begin(i, base + i, rec.get(i) if rec else None, None, None)
             return
         # DISABLED
         if rec:
             for i, info in rec.items():
-                self._step_info(i, r, info)
+                self._step_info(base + i, info)
         if done.any():
             for i in np.flatnonzero(done).tolist():
                 k = base + i
                 self._last_obs[i] = [c[k] if c.dtype.hasobject else c[k].copy()
                                      for c in self._obs_cols]
-                self._end(i, r + 1, "terminated" if terminated[i] else "truncated")
+                self._end(i, "terminated" if terminated[i] else "truncated")
 
     # -- batches -------------------------------------------------------------------------------
 
@@ -557,77 +571,69 @@ class VectorStepBuffer:
         """Returns everything buffered as a batch (None if nothing) and starts a new batch.
 
         Open episodes are cut: the part so far goes into this batch with ``continues=True``, and
-        each goes on in the next batch as its next part.
+        each goes on in the next batch as its next part. Each segment's rows are found with a few
+        whole-batch numpy operations (a stable sort of the rows by segment id), and gathered with
+        one fancy index per column.
         """
         n_rows = self._row
-        if n_rows == 0 and not self._closed:
+        segs = self._batch_segs
+        if n_rows == 0 and not any(s.end is not None for s in segs):
             return None
         n = self.num_envs
-        open_segs = [s for s in self._segs if s is not None]
-        segs = sorted(self._closed + open_segs, key=lambda s: s.episode)
-        obs_idx: list[np.ndarray] = []
-        step_idx: list[np.ndarray] = []
-        step_rows: list[np.ndarray] = []
-        valid = self._valid
-        for seg in segs:
-            i = seg.sub_env
-            lo = seg.start_row
-            hi = seg.end_row if seg.end is not None else n_rows
-            rows = (np.flatnonzero(valid[lo:hi, i]) + lo) if hi > lo else np.zeros(0, np.intp)
-            flat = rows * n + i
-            if seg.reset_idx is not None:
-                o = np.empty(len(flat) + 1, np.intp)
-                o[0] = seg.reset_idx
-                o[1:] = flat
-            else:
-                o = flat.copy()
-            if seg.final_idx is not None:
-                o[-1] = seg.final_idx
-            obs_idx.append(o)
-            step_idx.append(flat)
-            step_rows.append(rows)
-        all_obs = np.concatenate(obs_idx) if obs_idx else np.zeros(0, np.intp)
-        all_steps = np.concatenate(step_idx) if step_idx else np.zeros(0, np.intp)
+        count = len(segs)
+        ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
+        flat = np.flatnonzero(ids_flat >= 0)
+        ids = ids_flat[flat]
+        steps_idx = flat[np.argsort(ids, kind="stable")]  # grouped by segment, rows in order
+        counts = np.bincount(ids, minlength=count)
+        step_off = np.zeros(count + 1, np.intp)
+        np.cumsum(counts, out=step_off[1:])
+        first = np.array([s.reset_idx is not None for s in segs], np.bool_)
+        resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
+        obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
+        obs_off = np.zeros(count + 1, np.intp)
+        np.cumsum(counts + first, out=obs_off[1:])
+        finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
+        if finals:
+            ks, slots = zip(*finals)
+            obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
 
         def gather(col: np.ndarray, idx: np.ndarray) -> Any:
             return col[idx].tolist() if col.dtype.hasobject else col[idx]
 
-        obs_g = [gather(c, all_obs) for c in self._obs_cols]
-        act_g = [gather(c, all_steps) for c in self._act_cols]
-        rew_g = self._rew[all_steps]
-        term_g = self._term[all_steps]
-        trunc_g = self._trunc[all_steps]
+        obs_g = [gather(c, obs_idx) for c in self._obs_cols]
+        act_g = [gather(c, steps_idx) for c in self._act_cols]
+        rew_g = self._rew[steps_idx]
+        term_g = self._term[steps_idx]
+        trunc_g = self._trunc[steps_idx]
+        seg_infos: list[list] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
+        if self._step_infos:
+            where = np.empty(n_rows * n, np.intp)
+            where[steps_idx] = np.arange(len(steps_idx))
+            rows = np.array([f for f, _ in self._step_infos], np.intp)
+            sid = ids_flat[rows]
+            rel = where[rows] - step_off[sid] + first[sid]
+            for k, r, (_, info) in zip(sid.tolist(), rel.tolist(), self._step_infos):
+                seg_infos[k].append((r, info))
         parts = []
-        total = 0
-        o_off = s_off = 0
-        for seg, o, rows in zip(segs, obs_idx, step_rows):
-            i = seg.sub_env
-            n_obs, n_steps = len(o), len(rows)
-            o_sl = slice(o_off, o_off + n_obs)
-            s_sl = slice(s_off, s_off + n_steps)
-            o_off += n_obs
-            s_off += n_steps
-            first = seg.reset_idx is not None
-            infos = [(0, seg.reset_info)] if first and seg.reset_info else []
-            irows = self._info_rows[i]
-            if irows and n_steps:
-                lo = bisect.bisect_left(irows, int(rows[0]))
-                hi = bisect.bisect_right(irows, int(rows[-1]))
-                if hi > lo:
-                    rel = np.searchsorted(rows, irows[lo:hi]) + (1 if first else 0)
-                    infos += zip(rel.tolist(), self._info_dicts[i][lo:hi])
+        obs_off_l, step_off_l = obs_off.tolist(), step_off.tolist()
+        for k, seg in enumerate(segs):
+            o_sl = slice(obs_off_l[k], obs_off_l[k + 1])
+            s_sl = slice(step_off_l[k], step_off_l[k + 1])
+            part0 = seg.reset_idx is not None
             parts.append(Part(
-                episode=seg.episode, part=seg.part, continues=seg.end is None, steps=n_steps,
+                episode=seg.episode, part=seg.part, continues=seg.end is None,
+                steps=s_sl.stop - s_sl.start,
                 observations=[g[o_sl] for g in obs_g], actions=[g[s_sl] for g in act_g],
                 rewards=rew_g[s_sl], terminations=term_g[s_sl], truncations=trunc_g[s_sl],
-                info_rows=n_obs, infos=infos,
-                seed=seg.seed if first else None, options=seg.options if first else None,
-                end=seg.end, sub_env=i, no_reset=seg.no_reset))
-            total += n_steps
+                info_rows=o_sl.stop - o_sl.start, infos=seg_infos[k],
+                seed=seg.seed if part0 else None, options=seg.options if part0 else None,
+                end=seg.end, sub_env=seg.sub_env, no_reset=seg.no_reset))
         # Start the next batch: open episodes go on as their next part.
-        for seg in open_segs:
-            self._segs[seg.sub_env] = _Segment(seg.sub_env, seg.episode, seg.part + 1, None, 0,
-                                               None, None, None, seg.no_reset)
+        for i, seg in enumerate(self._segs):
+            if seg is not None:
+                self._segs[i] = _Segment(i, seg.episode, seg.part + 1, None, None, None, None,
+                                         seg.no_reset)
         if self._rows != self._cap or any(
                 c.dtype != leaf.dtype for c, leaf in zip(
                     self._obs_cols + self._act_cols,
@@ -636,7 +642,7 @@ class VectorStepBuffer:
             self._alloc()
         else:
             self._new_batch()
-        return Batch(parts, total)
+        return Batch(parts, int(step_off_l[-1]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -759,7 +765,7 @@ class RecordingVectorWrapper(VectorWrapper):
 
     @property
     def autoreset_mode(self) -> str:
-        """The autoreset mode read from the env: ``"NextStep"``, ``"SameStep"`` or ``"Disabled"``."""
+        """The env's autoreset mode: ``"NextStep"``, ``"SameStep"`` or ``"Disabled"``."""
         return self._mode
 
     def _split(self, info: dict, skip: tuple[str, ...] = ()) -> dict[int, dict]:

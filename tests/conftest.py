@@ -17,7 +17,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import pytest
 from gymnasium import spaces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,8 +199,3 @@ def assert_recording_matches(reader: Any, truth: list[TruthEpisode], obs_space: 
     for i, t in enumerate(truth):
         assert_episode_matches(reader[i], t, obs_space, act_space, f"episode {i}")
 
-
-@pytest.fixture
-def sample_env_ids() -> tuple[str, ...]:
-    """The ids that ``sample_envs`` registers."""
-    return sample_envs.ENV_IDS

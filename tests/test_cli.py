@@ -174,6 +174,7 @@ def test_record_policy_from_module_and_file(tmp_path, monkeypatch, capsys):
                 return np.int64(0)
     """))
     monkeypatch.chdir(tmp_path)  # like `python -m`: modules in the current directory import
+    monkeypatch.setattr(sys, "path", [*sys.path])  # load_policy adds the current directory
     monkeypatch.delitem(sys.modules, "mypolicies", raising=False)
     record(tmp_path / "a", "CartPole-v1", "--policy", "mypolicies:always_one")
     record(tmp_path / "b", "CartPole-v1", "--policy", f"{tmp_path / 'mypolicies.py'}:Agent.act")
@@ -428,9 +429,28 @@ def test_video_from_dict_observation_leaf(tmp_path, capsys):
     assert "no uint8 H x W x 3 observation leaf 'nope'" in error_lines(capsys)[0]
 
 
-def test_video_by_replaying_with_render(cartpole, tmp_path, capsys):
+def test_video_by_replaying_renders_the_recorded_frames(images, tmp_path, capsys):
     pytest.importorskip("imageio_ffmpeg")
-    pytest.importorskip("pygame")  # CartPole renders with pygame
+    import imageio.v2 as iio2
+
+    from gym_recorder.replay import replay_frames
+
+    check = replay_frames(images, 1)  # Image-v0 renders exactly its observation
+    with RecordingReader(images) as reader:
+        np.testing.assert_array_equal(np.stack(check.frames), reader[1].observations)
+    assert check.status == "match" and check.render_fps == 30
+    out = tmp_path / "replayed.mp4"
+    assert cli.main(["video", str(images), "-o", str(out), "-e", "1", "--source", "render"]) == 0
+    assert capsys.readouterr().out == f"wrote {out}: 10 frames of episode 1 from replay with " \
+                                      f"render_mode='rgb_array', 30 fps\n"
+    with iio2.get_reader(out) as reader:
+        assert reader.count_frames() == 10
+
+
+def test_video_by_replaying_cartpole(cartpole, tmp_path, capsys):
+    pytest.importorskip("imageio_ffmpeg")
+    pytest.importorskip("pygame",
+                        reason="CartPole renders with pygame (gymnasium[classic-control])")
     import imageio.v2 as iio2
 
     with RecordingReader(cartpole) as reader:
@@ -517,3 +537,36 @@ def test_verify_and_repair(cartpole, capsys):
     actions = capsys.readouterr().out.splitlines()
     assert actions and actions != [f"{cartpole}: nothing to repair"]
     assert cli.main(["verify", str(cartpole), "-q"]) == 0
+
+
+def test_first_difference_names_where_values_differ():
+    from gym_recorder.replay import first_difference
+
+    recorded = {"position": np.array([0.5, np.nan], np.float32), "pair": (np.int64(2), "ab")}
+    assert first_difference(recorded, {"position": np.array([0.5, np.nan], np.float32),
+                                       "pair": (2, "ab")}, "observation") is None
+    assert first_difference(recorded, {"position": np.array([0.5, 1.0], np.float32),
+                                       "pair": (2, "ab")}, "observation") == \
+        "observation['position']: 1 of 2 elements differ"
+    assert first_difference(recorded, {"position": recorded["position"], "pair": (3, "ab")},
+                            "observation") == "observation['pair'][0]: 3, recorded 2"
+    assert first_difference(recorded, {"position": recorded["position"]}, "observation") == \
+        "observation: keys differ"
+    assert first_difference(np.zeros((2, 2)), np.zeros(4), "o") == "o: shape (4,), recorded (2, 2)"
+
+
+def test_readme_export_example_indexes_episodes(cartpole, tmp_path, monkeypatch):
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+               if 'np.load("cartpole.npz")' in b]
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["export", str(cartpole), "--format", "npz", "-o", "cartpole.npz", "-q"]) == 0
+    with RecordingReader(cartpole) as reader:
+        for ep in reader:
+            scope = {"np": np, "i": ep.index}
+            exec(compile(block, "README.md (export)", "exec"), scope)
+            np.testing.assert_array_equal(scope["obs"], ep.observations)
+            np.testing.assert_array_equal(scope["act"], ep.actions)
+            scope["d"].close()

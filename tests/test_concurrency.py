@@ -100,7 +100,7 @@ WRITER_CHILD = textwrap.dedent("""
 def test_reader_while_a_writer_runs_sees_consistent_snapshots(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     child = subprocess.Popen([sys.executable, "-c", WRITER_CHILD, str(tmp_path)],
-                             stdout=subprocess.PIPE, env=env)
+                             stdout=subprocess.PIPE, env=env, bufsize=0)
     assert child.stdout.readline() == b"ready\n"
     reader = RecordingReader(tmp_path, verify=True)
     counts, steps_seen, snapshots = [], [], 0

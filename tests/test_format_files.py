@@ -66,8 +66,9 @@ def check_batch_files(directory: Path) -> list[tuple[dict, dict]]:
                 arr = load_ref(directory, ref)
                 assert arr.shape == tuple(ref["shape"]) and arr.dtype == dtype
                 assert zlib.crc32(arr.tobytes()) == ref["crc32"], where
-                assert not used[ref["npyoff"]:ref["npyoff"] + ref["size"]].any(), f"{where} overlaps"
-                used[ref["npyoff"]:ref["npyoff"] + ref["size"]] = True
+                span = slice(ref["npyoff"], ref["npyoff"] + ref["size"])
+                assert not used[span].any(), f"{where} overlaps another array"
+                used[span] = True
             # Arrays follow each other in file order, each at the next multiple of 8: the bytes
             # between them are alignment padding (fewer than 8), all zero, and nothing trails.
             spans = sorted((r["npyoff"], r["npyoff"] + r["size"]) for _, r in find_refs(doc))
@@ -255,9 +256,16 @@ def readme_python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+def readme_block(marker: str) -> str:
+    """The one python block of README.md that contains ``marker``."""
+    [block] = [b for b in readme_python_blocks() if marker in b]
+    return block
+
+
 def test_readme_examples_run(tmp_path, monkeypatch, capsys):
-    record, read, fromfile = readme_python_blocks()
-    assert "RecordingWrapper" in record and "RecordingReader" in read and "np.fromfile" in fromfile
+    record = readme_block("RecordingWrapper(gym.make(")
+    read = readme_block("with RecordingReader(")
+    fromfile = readme_block("np.fromfile(")
     monkeypatch.chdir(tmp_path)
     exec(compile(record, "README.md (Record)", "exec"), {})
     assert (tmp_path / "recordings" / "cartpole").is_dir()

@@ -263,9 +263,9 @@ def _snapshot(root: Path) -> dict[str, tuple]:
 def guarded(d: Path) -> Iterator[list[str]]:
     """Records every file the code under test opens; fails if one lies outside ``d``.
 
-    Patches ``os.open``, ``builtins.open``, ``io.open``, ``np.fromfile`` and ``np.memmap``;
-    resolves each successfully opened descriptor through /proc/self/fd (so a symlink that was
-    followed is caught), and checks afterwards that nothing under the test's temporary
+    Patches ``os.open``, ``builtins.open``, ``io.open`` and ``np.fromfile``; resolves each
+    successfully opened descriptor through /proc/self/fd (so a symlink that was followed is
+    caught), and checks afterwards that nothing under the test's temporary
     directory was created, deleted or modified. A hang turns into a failure after
     :data:`HANG_SECONDS`.
     """
@@ -429,11 +429,11 @@ def test_npyfile_of_another_file_in_the_directory_is_refused(make):
 
 def test_manifest_naming_a_batch_of_another_prefix_is_refused(make, sources, tmp_path):
     d = make("cp")
-    # A complete, valid batch of another writer, copied in under its own names.
-    other = sources["cp"]
-    man = load_manifest(other)
+    # A complete, valid batch, copied in under the names of another writer "xx".
+    man = load_manifest(sources["cp"])
     for key in ("fn", "bin"):
-        shutil.copy(other / man["batches"][0][key], d / man["batches"][0][key].replace("cp.", "xx."))
+        name = man["batches"][0][key]
+        shutil.copy(sources["cp"] / name, d / name.replace("cp.", "xx."))
     mutate_manifest(d, lambda m: m["batches"][0].update(
         fn="xx.ep000000000.json", bin="xx.ep000000000.bin"))
     refused(d, r"cp\.manifest\.json batch 0: .*'xx\.ep000000000\.json'.* expected "
@@ -521,7 +521,7 @@ def test_directory_instead_of_a_batch_file_is_refused(make, which):
 def test_bad_offsets(make, offset, match):
     d = make("cp")
     rewrite_batch(d, lambda doc: cp_obs(doc).update(npyoff=offset))
-    refused(d, r"cp\.ep000000000\.json entry 0 observations: " + match)
+    refused(d, r"cp\.ep000000000\.json entry 0 observations: .*" + match)
 
 
 def test_offset_plus_size_beyond_the_file(make):
@@ -565,14 +565,17 @@ def test_size_of_the_wrong_type(make, size):
     ([0, 2 ** 48, 2 ** 48], 0, r"too many elements"),
     ([2 ** 32, 2 ** 32, 2 ** 32], 2 ** 98, r"too many elements"),
     ([2 ** 24, 2 ** 24], 2 ** 50, r"too many elements"),
-    ([2 ** 20, 2 ** 20], 2 ** 42, r"lie outside"),
+    ([2 ** 20, 2 ** 20], 2 ** 42, r"bytes 0\.\.4398046511104 lie outside cp\.ep0+\.bin"),
     ([0], 0, r"shape \(0,\), expected \(\d+, 4\)"),
     ([0, 2 ** 20, 2 ** 20], 0, r"shape \(0, 1048576, 1048576\), expected \(\d+, 4\)"),
+    ([0, 2 ** 23, 2 ** 23], 0, r"shape \(0, 8388608, 8388608\), expected \(\d+, 4\)"),
+    ([0, 2 ** 23, 2 ** 23 + 1], 0, r"too many elements"),
 ])
 def test_bad_shapes(make, shape, size, match):
     d = make("cp")
-    rewrite_batch(d, lambda doc: cp_obs(doc).update(shape=shape, size=size))
-    refused(d, r"cp\.ep000000000\.json entry 0 observations: " + match)
+    # No CRC: with verify=True the checksum of the (changed) byte range would fail first.
+    rewrite_batch(d, lambda doc: cp_obs(doc).update(shape=shape, size=size, crc32=None))
+    refused(d, r"cp\.ep000000000\.json entry 0 observations: .*" + match)
 
 
 def test_order_other_than_c_is_refused(make):
@@ -698,7 +701,7 @@ def test_garbled_batch_json(make, raw, match):
     (b"3", r"a manifest must be a JSON object"),
     (b"null", r"a manifest must be a JSON object"),
     (b"\"x\"", r"a manifest must be a JSON object"),
-    (b"{}", r"not a gym-recording manifest"),
+    (b"{}", r"no format/version and not a gym-recording manifest"),
 ])
 def test_garbled_manifest(make, raw, match):
     d = make("cp")
@@ -719,20 +722,15 @@ def _sparse(path: Path, size: int) -> None:
         f.truncate(size)
 
 
-def test_huge_manifest_is_refused_without_reading_it(make, monkeypatch):
+def test_huge_manifest_is_refused_without_reading_it(make):
+    """A sparse manifest just over MAX_JSON_BYTES: refused from its size alone.
+
+    Reading it would take a GiB; refused() bounds the peak RSS growth far below that.
+    """
     d = make("cp")
     _sparse(manifest_path(d), MAX_JSON_BYTES + 1)
-    reads: list[int] = []
-    real_read = os.read
-
-    def counting_read(fd: int, n: int) -> bytes:
-        reads.append(n)
-        return real_read(fd, n)
-
-    monkeypatch.setattr(os, "read", counting_read)
-    msg = refused(d, rf"cp\.manifest\.json: {MAX_JSON_BYTES + 1} bytes of JSON is more than "
-                     rf"{MAX_JSON_BYTES}")
-    assert msg and sum(reads) < 1 << 20
+    refused(d, rf"cp\.manifest\.json: {MAX_JSON_BYTES + 1} bytes of JSON is more than "
+               rf"{MAX_JSON_BYTES}")
 
 
 def test_huge_batch_json_is_refused_without_reading_it(make):
@@ -750,15 +748,26 @@ def test_huge_legacy_batch_json_is_refused_without_reading_it(make):
     refused(d, r"ep000000000\.json: \d+ bytes of JSON is more than")
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/sys/vm/overcommit_memory")
+                    or open("/proc/sys/vm/overcommit_memory").read().strip() == "1",
+                    reason="needs Linux without unconditional memory overcommit")
 def test_huge_sparse_bin_is_not_read_whole(make):
-    """A .bin of 64 GiB (sparse) with a reference claiming all of it must not be allocated."""
+    """A sparse .bin of 4 TiB with a reference claiming all of it: refused, not allocated.
+
+    The reader allocates what a (validated) reference claims, which the file's real size
+    bounds; a sparse file makes that bound meaningless, so the allocation failure must come
+    back as our error, with no memory touched.
+    """
     d = make("cp")
     fn, binname = batch_names(d, 0)
-    huge = 64 << 30
-    _sparse(d / binname, huge)
+    huge = 4 << 40
+    try:
+        _sparse(d / binname, huge)
+    except OSError:
+        pytest.skip("the file system refuses a 4 TiB sparse file")
     mutate_manifest(d, lambda m: m["batches"][0].update(bin_size=huge))
     rewrite_batch(d, lambda doc: cp_obs(doc).update(shape=[huge // 16, 4], size=huge, npyoff=0))
-    refused(d, r"cp\.ep000000000\.json entry 0 observations: .*(more than|exceeds|too large)")
+    refused(d, r"cp\.ep000000000\.bin: cannot allocate 4398046511104 bytes for array data")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -792,8 +801,8 @@ def test_huge_sparse_bin_is_not_read_whole(make):
     (lambda m: m["batches"][0].update(first=False), r"batch 0: 'first' and 'len' must be non-neg"),
     (lambda m: m["batches"][0].update(len=-1), r"batch 0: 'first' and 'len' must be non-neg"),
     (lambda m: m["batches"][0].update(len="2"), r"batch 0: 'first' and 'len' must be non-neg"),
-    (lambda m: m["batches"][0].update(len=10 ** 30), r"entries, the manifest says|episodes"),
-    (lambda m: m["batches"][0].update(len=m["batches"][0]["len"] + 1),
+    (lambda m: m["batches"][0].update(len=10 ** 30), r"batch 1: first entry 2 overlaps"),
+    (lambda m: m["batches"][-1].update(len=m["batches"][-1]["len"] + 1),
      r"\d+ entries, the manifest says \d+"),
     (lambda m: m["batches"][1].update(first=0), r"batch 1: first entry 0 overlaps"),
     (lambda m: m["batches"][0].update(episodes=-1), r"batch 0: 'episodes' must be an integer"),
@@ -804,9 +813,11 @@ def test_huge_sparse_bin_is_not_read_whole(make):
     (lambda m: m["batches"][0].update(json_size=-1), r"batch 0: 'json_size' must be a non-neg"),
     (lambda m: m["batches"][0].update(json_size=1.5), r"batch 0: 'json_size' must be a non-neg"),
     (lambda m: m["batches"][0].update(json_size=m["batches"][0]["json_size"] + 1),
-     r"cp\.ep000000000\.json: file has \d+ bytes, the manifest says \d+"),
+     r"json: file has \d+ bytes, the manifest says \d+"),
     (lambda m: m["batches"][0].update(bin_size=m["batches"][0]["bin_size"] + 8),
-     r"cp\.ep000000000\.bin: file has \d+ bytes, the manifest says \d+"),
+     r"bin: file has \d+ bytes, the manifest says \d+"),
+    (lambda m: m["batches"][0].update(bin_size=m["batches"][0]["bin_size"] - 1),
+     r"bin: file has \d+ bytes, the manifest says \d+"),
     (lambda m: m["batches"][0].pop("bin_size"), r"batch 0: 'bin_size' must be a non-negative"),
     (lambda m: m["batches"][0].update(json_crc32=None), r"batch 0: 'json_crc32' must be"),
     (lambda m: m["batches"][0].update(steps=True), r"batch 0: 'steps' must be a non-negative"),
@@ -816,7 +827,7 @@ def test_huge_sparse_bin_is_not_read_whole(make):
 def test_bad_manifest_fields(make, edit, match):
     d = make("cp")
     mutate_manifest(d, edit)
-    refused(d, r"cp\.(manifest|ep0+)\.(json|bin)[ :].*" + match)
+    refused(d, r"^(?=cp\.(manifest|ep\d+)\.(json|bin)[ :]).*" + match)
 
 
 def test_json_crc_mismatch_is_a_checksum_error(make):
@@ -853,8 +864,10 @@ def test_entries_out_of_order_or_duplicated(make):
     (lambda e: e.update(steps=-1), r"entry 0: 'steps' must be a non-negative integer"),
     (lambda e: e.update(steps="3"), r"entry 0: 'steps' must be a non-negative integer"),
     (lambda e: e.update(steps=1.0), r"entry 0: 'steps' must be a non-negative integer"),
-    (lambda e: e.update(steps=10 ** 30), r"entry 0 observations: shape \(\d+, 4\), expected"),
-    (lambda e: e.update(steps=e["steps"] + 1), r"entry 0 observations: shape .* expected"),
+    (lambda e: e.update(steps=10 ** 30), r"entry 0: 'infos' must be \{'rows': 10{29}1,"),
+    (lambda e: e.update(steps=e["steps"] + 1), r"entry 0: 'infos' must be \{'rows': \d+"),
+    (lambda e: (e.update(steps=e["steps"] + 1), e["infos"].update(rows=e["steps"] + 1)),
+     r"entry 0 observations: shape \(\d+, 4\), expected \(\d+, 4\)"),
     (lambda e: e.pop("observations"), r"entry 0 observations: expected an array reference"),
     (lambda e: e.update(observations=[1, 2]), r"entry 0 observations: expected an array ref"),
     (lambda e: e.update(observations={"__type": "values", "values": []}),
@@ -914,10 +927,12 @@ def test_continues_into_a_missing_part(make):
 @pytest.mark.parametrize("edit, match", [
     (lambda e: e["observations"].pop("grid"), r"observations: missing key 'grid'"),
     (lambda e: e.update(observations=[]), r"observations: expected an object for a Dict"),
-    (lambda e: e["observations"].update(__type="ndarray"), r"expected an object for a Dict"),
-    (lambda e: e["observations"]["nested"].update(pair={}), r"expected a list of 2 for a Tuple"),
+    (lambda e: e["observations"].update(__type="ndarray"),
+     r"observations: expected an object for a Dict"),
+    (lambda e: e["observations"]["nested"].update(pair={}),
+     r"observations\['nested'\]\['pair'\]: expected a list of 2 for a Tuple"),
     (lambda e: e["observations"]["nested"]["pair"].append(None),
-     r"expected a list of 2 for a Tuple"),
+     r"observations\['nested'\]\['pair'\]: expected a list of 2 for a Tuple"),
     (lambda e: e["observations"]["nested"]["pair"].__setitem__(0, 3),
      r"observations\['nested'\]\['pair'\]\[0\]: expected an array reference"),
     (lambda e: e["observations"].update(grid=e["observations"]["flags"]),
@@ -963,8 +978,10 @@ def test_invalid_code_points_in_a_string_array_are_refused(make):
      r"index must be ascending int64"),
     ("x", lambda d, c: c.update(index=[0, 1]), r"index: expected an array reference"),
     ("x", lambda d, c: c.update(index="all"), r"index: expected an array reference"),
-    ("x", lambda d, c: c["values"].update(shape=[1], size=8), r"\(1,\) values for \d+ rows"),
-    ("x", lambda d, c: c["values"].update(shape=[], size=8), r"\(\) values for \d+ rows"),
+    ("x", lambda d, c: c["values"].update(shape=[1], size=8, crc32=None),
+     r"\(1,\) values for \d+ rows"),
+    ("x", lambda d, c: c["values"].update(shape=[], size=8, crc32=None),
+     r"\(\) values for \d+ rows"),
     ("x", lambda d, c: c.update(kind="pickle"), r"'kind' must be 'array' or 'values'"),
     ("x", lambda d, c: c.update(kind=None), r"'kind' must be 'array' or 'values'"),
     ("x", lambda d, c: c.update(pytype="object"), r"unknown pytype 'object'"),
@@ -1105,7 +1122,9 @@ def _deep_space(depth: int) -> dict:
 @pytest.mark.parametrize("space, match", [
     (_box(shape=[2 ** 16, 2 ** 16]), r"(too large|absurd|shape)"),
     (_box(shape=[2 ** 20, 2 ** 20, 2 ** 20]), r"(too large|absurd|bad shape)"),
-    (_box(shape=[2 ** 26]), r"(too large|absurd)"),
+    (_box(shape=[2 ** 26]), r"too large to rebuild"),
+    (_box(shape=[2 ** 24 + 1]), r"too large to rebuild"),
+    (_box(dtype="<f8", shape=[4096, 4096]), r"too large to rebuild"),
     (_box(shape=[-4]), r"bad shape \[-4\]"),
     (_box(shape=[4.0]), r"bad shape"),
     (_box(shape="4"), r"bad shape"),
@@ -1159,18 +1178,27 @@ def _deep_space(depth: int) -> dict:
     ({"type": "Tuple", "spaces": _box()}, r"Tuple spaces must be a list"),
     ({"type": "Tuple", "spaces": [1]}, r"a space must be a JSON object"),
     (_deep_space(MAX_NESTING + 2), r"spaces nested too deeply"),
-    (_deep_space(800), r"spaces nested too deeply|nested too deeply"),
+    ("DEEP", r"spaces nested too deeply|nested too deeply"),
     ({"type": "Sequence", "space": None}, r"a space must be a JSON object"),
     ({"type": "Graph", "node_space": {"type": "Text", "min_length": 0, "max_length": 2,
                                       "charset": "ab"}, "edge_space": None},
-     r"cannot rebuild Graph space"),
+     r"cannot rebuild Graph space|expected \{'__type': 'values'"),
     ({"type": "OneOf", "spaces": []}, r"cannot rebuild OneOf space|OneOf"),
 ])
 @pytest.mark.parametrize("which", ["observation_space", "action_space"])
 def test_bad_space_descriptions(make, space, match, which):
     d = make("cp")
-    mutate_manifest(d, lambda m: m.update({which: space}))
-    refused(d, rf"cp\.manifest\.json {which}.*" + match)
+    if space == "DEEP":  # 800 levels: too deep for json.dumps, written as text
+        text = '{"type": "Tuple", "spaces": [' * 800 + json.dumps(_box()) + "]}" * 800
+        mutate_manifest(d, lambda m: json.dumps({**m, which: "DEEP"}).encode().replace(
+            b'"DEEP"', text.encode()))
+    else:
+        mutate_manifest(d, lambda m: m.update({which: space}))
+    if "values'" in match:  # a space the reader rebuilds, that the recorded entries do not fit
+        match = rf"cp\.manifest\.json {which}.*cannot rebuild|cp\.ep0+\.json entry 0"
+    else:
+        match = rf"cp\.manifest\.json {which}.*" + match
+    refused(d, match)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1181,10 +1209,10 @@ def test_bad_space_descriptions(make, space, match, which):
     (lambda m: m.update(batches=None), r"'batches' must be a list"),
     (lambda m: m["batches"].__setitem__(0, "x"), r"batch 0: must be an object"),
     (lambda m: m["batches"][0].update(len=-2), r"'first' and 'len' must be non-negative"),
-    (lambda m: m["batches"][0].update(len=3), r"ep000000000\.json: 2 entries, the manifest says 3"),
+    (lambda m: m["batches"][0].update(len=3), r"2 entries, the manifest says 3"),
     (lambda m: m["batches"][0].update(first="0"), r"'first' and 'len' must be non-negative"),
     (lambda m: m["batches"][0].update(fn=f"{LEGACY}.manifest.json"),
-     r"manifest\.json: a batch must be an object with an 'episodes' list"),
+     r"batch 0: fn '.*manifest\.json' is not a batch of this writer"),
     (lambda m: m["batches"][0].update(fn="openaigym.trace.9.9.ep000000000.json"),
      r"batch 0: .*openaigym\.trace\.9\.9\.ep000000000\.json.* (not|expected)"),
     (lambda m: m["batches"][0].update(episodes="many"), r"ep000000000\.json episode \d|"
@@ -1194,7 +1222,8 @@ def test_hostile_legacy_manifests(make, edit, match):
     d = make("legacy")
     shutil.copy(d / f"{LEGACY}.ep000000000.json", d / "openaigym.trace.9.9.ep000000000.json")
     mutate_manifest(d, edit)
-    if "episodes" in load_manifest(d)["batches"][0]:
+    batches = load_manifest(d)["batches"]
+    if isinstance(batches, list) and isinstance(batches[0], dict) and "episodes" in batches[0]:
         # Unknown keys are ignored: the recording still reads.
         assert len(read_everything(d)) == 2
         return
@@ -1208,16 +1237,16 @@ def test_legacy_manifest_name_required_without_format(make):
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda e: e.pop("observations"), r"episode 0: missing 'observations'"),
-    (lambda e: e.pop("rewards"), r"episode 0: missing 'rewards'"),
+    (lambda e: e.pop("observations"), r"missing 'observations'"),
+    (lambda e: e.pop("rewards"), r"missing 'rewards'"),
     (lambda e: e["observations"].update(dtype="object"), r"unsupported dtype 'object'"),
     (lambda e: e["observations"].update(dtype="O"), r"unsupported dtype 'O'"),
     (lambda e: e["observations"].update(npyoff=-1), r"npyoff must be an integer >= 0"),
     (lambda e: e["observations"].update(npyoff=10 ** 9), r"lie outside"),
-    (lambda e: e["observations"].update(npyoff=4), r"observations: (shape|.*rewards|.*for)"),
+    (lambda e: e["observations"].update(npyoff=10 ** 9 + 4), r"lie outside"),
     (lambda e: e["observations"].update(size=7), r"size 7 does not match shape"),
     (lambda e: e["observations"].update(shape=[2 ** 40, 2 ** 40, 0], size=0), r"too many elem"),
-    (lambda e: e["observations"].update(shape=[], size=4), r"0-d|for 0 observations|rewards|obs"),
+    (lambda e: e["observations"].update(shape=[7], size=28), r"5 rewards for 7 observations"),
     (lambda e: e.update(observations=nest(100)), r"nested too deeply"),
     (lambda e: e.update(observations=nest(900)), r"nested too deeply"),
     (lambda e: e.update(observations=[2 ** 100, 1, 2]), r"(out of range|numbers)"),

@@ -265,7 +265,8 @@ def run_space_env(tmp_path, obs_space, act_space, plan, seed, target) -> TruthCo
 
 
 @settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 50)), deadline=None,
-          database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+          database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(obs_space=space_trees, act_space=space_trees, plan=episode_plans,
        seed=st.integers(0, 2**16), target=st.sampled_from([200, 1_000, 5_000_000]))
 def test_random_spaces_round_trip(tmp_path_factory, obs_space, act_space, plan, seed, target):
@@ -292,8 +293,9 @@ def np_arrays(draw) -> np.ndarray:
     shape = draw(st.lists(st.integers(0, 3), max_size=3).map(tuple))
     n = int(np.prod(shape))
     if dtype.kind in "US":
-        return np.array(draw(st.lists(st.text("ab\u00e9" if dtype.kind == "U" else "ab", max_size=2),
-                                      min_size=n, max_size=n)) or [], dtype=dtype).reshape(shape)
+        chars = "ab\u00e9" if dtype.kind == "U" else "ab"
+        items = draw(st.lists(st.text(chars, max_size=2), min_size=n, max_size=n))
+        return np.array(items, dtype=dtype).reshape(shape)
     raw = draw(st.binary(min_size=n * dtype.itemsize, max_size=n * dtype.itemsize))
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 

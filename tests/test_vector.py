@@ -152,10 +152,12 @@ def reconstruct(calls: list[tuple], env: gym.vector.VectorEnv) -> list[TruthEpis
                 continue
             if i in finals:
                 final_obs, final_info = finals[i]
-                add(i, row(actions, i, act_space), final_obs, rewards[i], terms[i], truncs[i], final_info)
+                add(i, row(actions, i, act_space), final_obs, rewards[i], terms[i], truncs[i],
+                    final_info)
                 start(i, row(obs, i, obs_space), infos[i], None, None)
                 continue
-            add(i, row(actions, i, act_space), row(obs, i, obs_space), rewards[i], terms[i], truncs[i], infos[i])
+            add(i, row(actions, i, act_space), row(obs, i, obs_space), rewards[i], terms[i],
+                truncs[i], infos[i])
             autoreset[i] = bool(terms[i] or truncs[i])
     for ep in current:
         if ep is not None:
@@ -486,3 +488,59 @@ def test_errors(tmp_path):
     with RecordingReader(tmp_path / "rec") as reader:
         assert sorted((ep.sub_env is None, len(ep)) for ep in reader) == \
             [(False, 0)] * NUM_ENVS + [(True, 1)]
+
+
+@pytest.mark.filterwarnings("ignore:.*already returned terminated = True")
+def test_disabled_step_without_reset_starts_a_no_reset_episode(tmp_path):
+    """A sub-env stepped after its episode ended, without reset_mask: nothing is lost.
+
+    Gymnasium's own vector envs refuse this (an assertion), other vector envs may not: the test
+    clears SyncVectorEnv's bookkeeping to stand in for one.
+    """
+    env = make("CartPole-v1", AutoresetMode.DISABLED, n=2)
+    truth = VectorTruth(env)
+    rec = RecordingVectorWrapper(truth, tmp_path / "rec")
+    rec.reset(seed=4)
+    ones = np.ones(2, dtype=np.int64)
+    while True:
+        _, _, terms, truncs, _ = rec.step(ones)  # always push right: falls within ~10 steps
+        if terms.any() or truncs.any():
+            break
+    ended = int(np.flatnonzero(terms | truncs)[0])
+    for _ in range(3):
+        env.unwrapped._autoreset_envs[:] = False
+        rec.step(ones)  # CartPole warns and keeps stepping
+    rec.close()
+    calls = [c for c in truth.calls if c[0] == "step"]
+    k = len(calls) - 3  # steps of the first episode of `ended`
+    with RecordingReader(tmp_path / "rec") as reader:
+        episodes = list(reader)
+    first = [ep for ep in episodes if ep.sub_env == ended]
+    # CartPole keeps saying terminated: each further step is a 1-step no_reset episode that
+    # starts from the previous observation.
+    assert [(len(ep), ep.end, ep.no_reset) for ep in first] == [
+        (k, "terminated", False)] + [(1, "terminated", True)] * 3
+    for j, ep in enumerate(first[1:]):
+        assert_same(ep.observations, np.stack([calls[k - 1 + j][2][ended],
+                                               calls[k + j][2][ended]]))
+        assert_same(ep.actions, np.array([1]))
+        assert ep.seed is None and ep.infos == [{}, {}]
+    other = [ep for ep in episodes if ep.sub_env != ended]
+    assert sum(len(ep) for ep in other) == len(calls)  # every step of the other sub-env too
+
+
+def test_readme_vector_example_runs(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+               if "RecordingVectorWrapper(gym.make_vec(" in b]
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(block, "README.md (Vector environments)", "exec"), scope)
+    ep = scope["ep"]
+    assert (ep.sub_env, ep.seed) == (0, 0)
+    assert ep.observations.shape == (len(ep) + 1, 4)
+    with RecordingReader(tmp_path / "recordings" / "cartpole-vec") as reader:
+        assert sorted({e.sub_env for e in reader}) == list(range(8))
+        assert sum(len(e) for e in reader) <= 8 * 1000

@@ -22,25 +22,47 @@ SIZE = 8  # 192-byte frames; with a 2 kB target a batch is written every ~10 ste
 TEMP_RE = re.compile(r"tmp[a-z0-9_]{8}")
 
 
+class _FailingFile:
+    """A file object whose writes fail once the fault is switched on (after writing a little)."""
+
+    def __init__(self, f, faults: "Faults") -> None:
+        self._f = f
+        self._faults = faults
+
+    def write(self, data) -> int:
+        if self._faults.bin_error is not None:
+            self._f.write(bytes(memoryview(data)[:16]))  # a partial write, then the disk is full
+            self._faults.raised += 1
+            raise self._faults.bin_error
+        return self._f.write(data)
+
+    def __enter__(self):
+        self._f.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        return self._f.__exit__(*exc_info)
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
 class Faults:
     """Switchable faults in the writer's file writes, installed with monkeypatch."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.bin_error: OSError | None = None  # raised after the .bin has some bytes
+        self.bin_error: OSError | None = None  # raised by writes into a .bin's temporary file
         self.commit_error: OSError | None = None  # raised instead of renaming a .json into place
         self.manifest_error: OSError | None = None
         self.raised = 0
-        sink_call = writer_module._BinSink.__call__
+        get_fileobject = writer_module._NoSyncWriter.get_fileobject
         commit = writer_module._NoSyncWriter.commit
         write_manifest = writer_module.BatchWriter._write_manifest
         faults = self
 
-        def faulty_sink(sink, arr):
-            ref = sink_call(sink, arr)
-            if faults.bin_error is not None:
-                faults.raised += 1
-                raise faults.bin_error
-            return ref
+        def faulty_get_fileobject(atomic, **kwargs):
+            f = get_fileobject(atomic, **kwargs)
+            return _FailingFile(f, faults) if atomic._path.endswith(".bin") else f
 
         def faulty_commit(atomic, f):
             if faults.commit_error is not None and atomic._path.endswith(".json"):
@@ -54,7 +76,7 @@ class Faults:
                 raise faults.manifest_error
             return write_manifest(batch_writer)
 
-        monkeypatch.setattr(writer_module._BinSink, "__call__", faulty_sink)
+        monkeypatch.setattr(writer_module._NoSyncWriter, "get_fileobject", faulty_get_fileobject)
         monkeypatch.setattr(writer_module._NoSyncWriter, "commit", faulty_commit)
         monkeypatch.setattr(writer_module.BatchWriter, "_write_manifest", faulty_manifest)
 
