@@ -89,7 +89,7 @@ def summarize(directory: str | os.PathLike) -> dict:
         number = {w["prefix"]: k for k, w in enumerate(writers)}
         rows = []
         ends: dict[str, int] = {}
-        for ep in reader:
+        for ep in reader.summaries():  # rewards only: no observations are read
             end = ep.end if ep.end is not None else "none"
             ends[end] = ends.get(end, 0) + 1
             rows.append({"index": ep.index, "length": ep.length,

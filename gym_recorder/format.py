@@ -244,9 +244,9 @@ FORMAT_VERSION = 1
 # Every array starts at a multiple of this many bytes: enough for any numpy scalar type up to
 # float64/int64, so arrays can be viewed in place. (npy uses 64 for SIMD; 8 is what the card asks.)
 ALIGNMENT = 8
-# A batch JSON aims at a few MB; 1 GiB leaves room for huge info payloads while refusing a file
-# that would exhaust memory when parsed.
-MAX_JSON_BYTES = 1 << 30
+# A batch JSON aims at a few MB; 256 MiB leaves room for huge info payloads while refusing a
+# file that would exhaust memory when parsed (json.loads needs several times the file size).
+MAX_JSON_BYTES = 1 << 28
 # Deeper nesting than this is not produced by any space or info we write; refusing it keeps the
 # decoder's recursion bounded on hostile files.
 MAX_NESTING = 64

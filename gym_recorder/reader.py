@@ -14,7 +14,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from .format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, MANIFEST_SUFFIX
                      check_plain_name, decode_value, parse_ref, read_json_file)
 from .spaces import ArrayLeaf, Layout, ValuesLeaf, build_space, decode_values_leaf
 
-__all__ = ["RecordingReader", "Episode", "scan_recorded_traces", "ENDS"]
+__all__ = ["RecordingReader", "Episode", "EpisodeSummary", "scan_recorded_traces", "ENDS"]
 
 ENDS = ("terminated", "truncated", "reset", "close")
 # Parsed batch files kept in memory: enough to iterate in order and to stitch an episode whose
@@ -90,6 +90,19 @@ class Episode:
     def total_reward(self) -> float:
         """The undiscounted return."""
         return float(self.rewards.sum())
+
+
+class EpisodeSummary(NamedTuple):
+    """What :meth:`RecordingReader.summary` reads of an episode: no observations or actions."""
+
+    index: int
+    length: int
+    total_reward: float
+    end: str | None
+    seed: int | None
+    sub_env: int | None
+    writer: str
+    env_id: str | None
 
 
 class _Manifest:
@@ -284,7 +297,7 @@ class RecordingReader:
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, index: int) -> Episode:
+    def _normalise(self, index: int) -> int:
         self._check_open()
         if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
             raise TypeError(f"episode indices must be integers, got {type(index).__name__}")
@@ -293,6 +306,10 @@ class RecordingReader:
             index += self._count
         if not 0 <= index < self._count:
             raise IndexError(f"episode {index} out of range ({self._count} episodes)")
+        return index
+
+    def __getitem__(self, index: int) -> Episode:
+        index = self._normalise(index)
         k = bisect.bisect_right(self._starts, index) - 1
         return self._episode(self._manifests[k], index - self._starts[k], index)
 
@@ -353,15 +370,26 @@ class RecordingReader:
         return batch
 
     def _episode(self, m: _Manifest, number: int, index: int) -> Episode:
+        b = self._first_batch(m, number)
+        if m.legacy:
+            return self._legacy_episode(m, b, number - m.starts[b], index)
+        parts = [self._load_part(m, binfo, entry, part_no)
+                 for binfo, entry, part_no in self._entries(m, number, b)]
+        if not parts:
+            raise FormatError(f"{m.name}: episode {number} not found in its batches")
+        return self._join(m, parts, index)
+
+    def _first_batch(self, m: _Manifest, number: int) -> int:
         b = bisect.bisect_right(m.starts, number) - 1
         # Batches that start no new episode share their start with the next; take the last
         # batch whose count of new episodes covers `number`.
         while b > 0 and m.starts[b] == m.starts[b - 1] and m.batches[b].get(
                 "episodes", m.batches[b]["len"]) == 0:
             b -= 1
-        if m.legacy:
-            return self._legacy_episode(m, b, number - m.starts[b], index)
-        parts = []
+        return b
+
+    def _entries(self, m: _Manifest, number: int, b: int) -> Iterator[tuple[dict, dict, int]]:
+        """Yields (batch info, entry, part number) for each part of a writer's episode."""
         part_no = 0
         episode_id = number
         # The part-0 entry is in batch b, or (if b starts no episode) a later one. It is found
@@ -384,14 +412,58 @@ class RecordingReader:
                     break  # the next part was in a batch that is gone: the episode ends here
                 raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} missing")
             entry = batch.entries[pos]
-            parts.append(self._load_part(m, m.batches[b], entry, part_no))
+            yield m.batches[b], entry, part_no
             if entry.get("continues") is not True:
                 break
             part_no += 1
             b += 1
-        if not parts:
+
+    def summary(self, index: int) -> EpisodeSummary:
+        """Returns an episode's length, return, end and seed, reading only its rewards.
+
+        Much cheaper than ``reader[index]`` for recordings of large observations (the
+        command line's ``info`` and ``plot`` use it).
+        """
+        index = self._normalise(index)
+        k = bisect.bisect_right(self._starts, index) - 1
+        m = self._manifests[k]
+        number = index - self._starts[k]
+        if m.legacy:
+            ep = self[index]
+            return EpisodeSummary(index, ep.length, ep.total_reward, ep.end, ep.seed, ep.sub_env,
+                                  ep.writer, ep.env_id)
+        length, total, end, seed, sub_env = 0, 0.0, None, None, None
+        found = False
+        for binfo, entry, part_no in self._entries(m, number, self._first_batch(m, number)):
+            where = f"{binfo['fn']} entry {entry.get('index')}"
+            steps = entry.get("steps")
+            if type(steps) is not int or steps < 0:
+                raise FormatError(f"{where}: 'steps' must be a non-negative integer")
+            ref = entry.get("rewards")
+            if not isinstance(ref, dict) or ref.get("__type") != "ndarray":
+                raise FormatError(f"{where} rewards: expected an array reference")
+            (rewards,) = self._read_arrays(binfo["bin"], [(ref, f"{where} rewards")],
+                                           aligned=True, expected_size=binfo["bin_size"])
+            if rewards.shape != (steps,) or rewards.dtype != np.float64:
+                raise FormatError(f"{where} rewards: expected a float64 array of shape ({steps},)")
+            length += steps
+            total += float(rewards.sum())
+            if part_no == 0:
+                seed, sub_env = entry.get("seed"), entry.get("sub_env")
+            end = entry.get("end") if entry.get("continues") is not True else None
+            found = True
+        if not found:
             raise FormatError(f"{m.name}: episode {number} not found in its batches")
-        return self._join(m, parts, index)
+        if end is not None and end not in ENDS:
+            raise FormatError(f"{m.name}: episode {number} has unknown end {end!r}")
+        return EpisodeSummary(index, length, total,
+                              end, seed if type(seed) is int else None,
+                              sub_env if type(sub_env) is int else None, m.prefix, m.env_id)
+
+    def summaries(self) -> Iterator[EpisodeSummary]:
+        """Yields :meth:`summary` for every episode, in order."""
+        for i in range(self._count):
+            yield self.summary(i)
 
     def _read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool,
                      expected_size: int | None = None) -> list:

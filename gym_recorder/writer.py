@@ -26,7 +26,7 @@ import numpy as np
 from ._version import __version__
 from . import format
 from .buffer import Batch, Part
-from .errors import RecordingClosedError, UnsupportedValueError, WriteError
+from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
                      check_prefix, dumps, encode_value, manifest_name)
 from .spaces import DictNode, Layout, TupleNode
@@ -273,6 +273,8 @@ class BatchWriter:
         self._header_json = dumps(self._batch_header)
         self._next_entry = 0
         self._uncommitted = 0  # batches written but not yet listed in the manifest on disk
+        self._dropped_steps = 0  # steps of batches that failed for a reason a retry cannot fix
+        self._commit_lock = threading.Lock()  # the thread and flush() may both commit
         self._last_commit = time.monotonic()
         self._unsynced: list[str] = []
         self._queue: queue.Queue = queue.Queue(maxsize=MAX_PENDING_BATCHES)
@@ -394,10 +396,15 @@ class BatchWriter:
                 # runs without the lock (submit() must not wait for the disk).
                 try:
                     self._write_batch(first, batch)
-                except BaseException as e:  # kept, and raised in the caller's thread
+                except OSError as e:  # kept for a retry, and raised in the caller's thread
                     with self._lock:
                         self._error = e
                         self._keep_failed(first, batch)
+                except Exception as e:  # noqa: BLE001  (a retry cannot help: drop, and say so)
+                    with self._lock:
+                        self._error = e
+                        self._dropped_steps += batch.steps
+                    batch.release()
                 # One manifest rewrite commits every batch written in the last
                 # MIN_COMMIT_INTERVAL (replacing a file costs a writeback on ext4).
                 if self._uncommitted and (
@@ -424,9 +431,10 @@ class BatchWriter:
         """Raises the pending error (called with the lock held); the batches stay kept."""
         error, self._error = self._error, None
         steps = sum(b.steps for _, b in self._failed)
-        if isinstance(error, UnsupportedValueError):
-            self._failed.clear()
-            raise error
+        if error is not None and not isinstance(error, OSError):
+            dropped, self._dropped_steps = self._dropped_steps, 0
+            raise RecorderError(
+                f"a batch of {dropped} steps could not be encoded and was dropped: {error}") from error
         cause = error if error is not None else "an earlier batch failed"
         raise WriteError(
             f"cannot write batch {self._error_path or self.prefix} in {self.directory}: {cause}; "
@@ -476,9 +484,10 @@ class BatchWriter:
 
     def _commit(self) -> None:
         """Rewrites the manifest so that it lists every batch written so far."""
-        self._error_path = self._manifest_path
-        self._write_manifest()
-        self._uncommitted = 0
+        with self._commit_lock:
+            self._error_path = self._manifest_path
+            self._write_manifest()
+            self._uncommitted = 0
         self._last_commit = time.monotonic()
         self._error_path = ""
 
