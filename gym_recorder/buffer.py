@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import UnsupportedValueError
 from .format import MAX_NESTING
-from .spaces import ArrayLeaf, Layout, ValuesLeaf
+from .spaces import ArrayLeaf, Layout
 
 __all__ = ["Part", "Batch", "StepBuffer", "snapshot", "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
 

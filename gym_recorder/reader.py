@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field

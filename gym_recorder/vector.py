@@ -29,10 +29,7 @@ likewise) are split into one info dict per sub-env by :func:`unstack_info`.
 
 from __future__ import annotations
 
-import math
 import os
-import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -40,11 +37,10 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from .buffer import MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, Part, _estimate_step_bytes, snapshot
-from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
+from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
-from .wrapper import (DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, ResetNeeded,
-                      _check_options, env_header)
-from .writer import BatchWriter
+from .session import RecordingSession, check_options
+from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, ResetNeeded, env_header
 
 __all__ = ["RecordingVectorWrapper", "VectorStepBuffer", "unstack_info", "NEXT_STEP",
            "SAME_STEP", "DISABLED"]
@@ -649,15 +645,6 @@ class VectorStepBuffer:
 # The wrapper
 
 
-def _finish(buffer: VectorStepBuffer, writer: BatchWriter) -> None:
-    """Writes what is buffered and closes the writer (at exit, or when the wrapper is collected)."""
-    buffer.end_episodes("close")
-    batch = buffer.take()
-    if batch is not None:
-        writer.submit(batch)
-    writer.close()
-
-
 def _autoreset_mode(env: VectorEnv) -> str:
     mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
     try:
@@ -724,7 +711,7 @@ class RecordingVectorWrapper(VectorWrapper):
                  info_filter: Callable[[dict], dict] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False) -> None:
-        _check_options(directory, target_batch_bytes, flush_interval)
+        check_options(directory, target_batch_bytes, flush_interval)
         if not isinstance(env, VectorEnv):
             raise TypeError(f"env must be a gymnasium.vector.VectorEnv, got {type(env).__name__} "
                             "(use RecordingWrapper for a single env)")
@@ -742,16 +729,12 @@ class RecordingVectorWrapper(VectorWrapper):
                                         target_batch_bytes, record_infos=record_infos,
                                         info_filter=info_filter)
         self._directory = os.fspath(directory)
-        self._writer = BatchWriter(self._directory, file_prefix, header, obs_layout, act_layout,
-                                   fsync=fsync,
-                                   on_batch_written=self._buffer.observe_batch_bytes)
-        self._flush_interval = math.inf if flush_interval is None else float(flush_interval)
-        self._deadline = time.monotonic() + self._flush_interval
+        self._session = RecordingSession(
+            self, self._buffer, self._buffer.end_episodes, directory, header, obs_layout,
+            act_layout, file_prefix=file_prefix, flush_interval=flush_interval, fsync=fsync)
         self._ever_reset = np.zeros(num_envs, np.bool_)
         self._ready = False
-        self._closed = False
         self._env_closed = False
-        self._finalizer = weakref.finalize(self, _finish, self._buffer, self._writer)
 
     @property
     def directory(self) -> str:
@@ -761,7 +744,7 @@ class RecordingVectorWrapper(VectorWrapper):
     @property
     def file_prefix(self) -> str:
         """This writer's file prefix."""
-        return self._writer.prefix
+        return self._session.writer.prefix
 
     @property
     def autoreset_mode(self) -> str:
@@ -779,7 +762,7 @@ class RecordingVectorWrapper(VectorWrapper):
 
         With ``options={"reset_mask": mask}`` only the masked sub-envs start new episodes.
         """
-        if self._closed:
+        if self._session.closed:
             raise RecordingClosedError("reset() on a closed RecordingVectorWrapper")
         mask = None
         sub_options = options
@@ -796,14 +779,14 @@ class RecordingVectorWrapper(VectorWrapper):
         buffer.reset(obs, self._split(info), mask, _seeds(seed, self._n), sub_options)
         self._ever_reset |= True if mask is None else mask
         self._ready = bool(self._ever_reset.all())
-        if buffer.full or time.monotonic() >= self._deadline:
-            self._commit()
+        if buffer.full or self._session.due():
+            self._session.commit()
         return result
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Steps the vector env and records each sub-env's transition."""
         if not self._ready:
-            if self._closed:
+            if self._session.closed:
                 raise RecordingClosedError("step() on a closed RecordingVectorWrapper")
             raise ResetNeeded("call reset() on every sub-env before step() on a "
                               "RecordingVectorWrapper")
@@ -823,15 +806,9 @@ class RecordingVectorWrapper(VectorWrapper):
             infos = self._split(info)
         buffer = self._buffer
         buffer.step(actions, obs, reward, terminated, truncated, infos, final_obs, final_infos)
-        if buffer.full or time.monotonic() >= self._deadline:
-            self._commit()
+        if buffer.full or self._session.due():
+            self._session.commit()
         return result
-
-    def _commit(self) -> None:
-        self._deadline = time.monotonic() + self._flush_interval
-        batch = self._buffer.take()
-        if batch is not None:
-            self._writer.submit(batch)
 
     def flush(self) -> None:
         """Commits every buffered step now (open episodes continue) and waits for the disk.
@@ -839,10 +816,7 @@ class RecordingVectorWrapper(VectorWrapper):
         Raises:
             WriteError: if a batch cannot be written; it is kept for the next flush or close.
         """
-        if self._closed:
-            raise RecordingClosedError("flush() on a closed RecordingVectorWrapper")
-        self._commit()
-        self._writer.flush()
+        self._session.flush("RecordingVectorWrapper")
 
     def close(self, **kwargs: Any) -> None:
         """Ends open episodes (``end == "close"``), writes everything, closes the vector env.
@@ -853,22 +827,11 @@ class RecordingVectorWrapper(VectorWrapper):
         Raises:
             WriteError: if something could not be written; calling close() again retries.
         """
-        if not self._closed:
-            self._closed = True
-            self._ready = False
-            self._finalizer.detach()
-            self._buffer.end_episodes("close")
-            batch = self._buffer.take()
-            if batch is not None:
-                try:
-                    self._writer.submit(batch)
-                except WriteError:
-                    pass  # the batch is kept; the writer's close() below retries and reports
-        self._writer.close()
-        if self._env_closed:
-            return
-        self._env_closed = True
-        self.env.close(**kwargs)
+        self._ready = False
+        self._session.close()
+        if not self._env_closed:
+            self._env_closed = True
+            self.env.close(**kwargs)
 
     def __enter__(self) -> RecordingVectorWrapper:
         return self

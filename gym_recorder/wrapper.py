@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
@@ -15,7 +13,7 @@ import gymnasium as gym
 from .buffer import StepBuffer
 from .errors import RecordingClosedError, RecorderError, WriteError
 from .spaces import Layout, describe_space
-from .writer import BatchWriter
+from .session import RecordingSession, check_options
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
 
@@ -48,25 +46,6 @@ def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space
     return {"env_id": spec.id if spec is not None else None, "env_spec": env_spec,
             "observation_space": describe_space(observation_space),
             "action_space": describe_space(action_space), "vector": None}
-
-
-def _check_options(directory: Any, target_batch_bytes: Any, flush_interval: Any) -> None:
-    if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(f"directory must be a path, got {type(directory).__name__}")
-    if type(target_batch_bytes) is not int or target_batch_bytes <= 0:
-        raise ValueError(f"target_batch_bytes must be a positive int, got {target_batch_bytes!r}")
-    if flush_interval is not None and not (
-            isinstance(flush_interval, (int, float)) and flush_interval > 0):
-        raise ValueError(f"flush_interval must be a positive number or None, got {flush_interval!r}")
-
-
-def _finish(buffer: StepBuffer, writer: BatchWriter) -> None:
-    """Writes what is buffered and closes the writer (at exit, or when the wrapper is collected)."""
-    buffer.end_episode("close")
-    batch = buffer.take()
-    if batch is not None:
-        writer.submit(batch)
-    writer.close()
 
 
 class RecordingWrapper(gym.Wrapper):
@@ -112,7 +91,7 @@ class RecordingWrapper(gym.Wrapper):
                  info_filter: Callable[[dict], dict] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False) -> None:
-        _check_options(directory, target_batch_bytes, flush_interval)
+        check_options(directory, target_batch_bytes, flush_interval)
         super().__init__(env)
         header = env_header(env, env.observation_space, env.action_space)
         obs_layout = Layout(header["observation_space"])
@@ -120,16 +99,11 @@ class RecordingWrapper(gym.Wrapper):
         self._buffer = StepBuffer(obs_layout, act_layout, target_batch_bytes,
                                   record_infos=record_infos, info_filter=info_filter)
         self._directory = os.fspath(directory)
-        # Resolved now, so that a later chdir of the process cannot split the recording.
-        self._writer = BatchWriter(os.path.abspath(self._directory), file_prefix, header,
-                                   obs_layout, act_layout, fsync=fsync,
-                                   on_batch_written=self._buffer.observe_batch_bytes)
-        self._flush_interval = math.inf if flush_interval is None else float(flush_interval)
-        self._deadline = time.monotonic() + self._flush_interval
+        self._session = RecordingSession(
+            self, self._buffer, self._buffer.end_episode, directory, header, obs_layout,
+            act_layout, file_prefix=file_prefix, flush_interval=flush_interval, fsync=fsync)
         self._reset_done = False
-        self._closed = False
         self._env_closed = False
-        self._finalizer = weakref.finalize(self, _finish, self._buffer, self._writer)
 
     @property
     def directory(self) -> str:
@@ -139,7 +113,7 @@ class RecordingWrapper(gym.Wrapper):
     @property
     def file_prefix(self) -> str:
         """This writer's file prefix."""
-        return self._writer.prefix
+        return self._session.writer.prefix
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -147,15 +121,15 @@ class RecordingWrapper(gym.Wrapper):
 
         An episode still open ends with ``end == "reset"`` (an early reset).
         """
-        if self._closed:
+        if self._session.closed:
             raise RecordingClosedError("reset() on a closed RecordingWrapper")
         obs, info = self.env.reset(seed=seed, options=options)
         buffer = self._buffer
         buffer.end_episode("reset")
         error = None
-        if buffer.full or time.monotonic() >= self._deadline:
+        if buffer.full or self._session.due():
             try:
-                self._commit()
+                self._session.commit()
             except WriteError as e:
                 error = e  # the batch is kept; record the new episode before raising
         buffer.start_episode(obs, info, None if seed is None else int(seed), options)
@@ -167,19 +141,13 @@ class RecordingWrapper(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the environment and records the transition."""
         if not self._reset_done:
-            if self._closed:
+            if self._session.closed:
                 raise RecordingClosedError("step() on a closed RecordingWrapper")
             raise ResetNeeded("call reset() before step() on a RecordingWrapper")
         result = self.env.step(action)
-        if self._buffer.add_step(action, *result) or _monotonic() >= self._deadline:
-            self._commit()
+        if self._buffer.add_step(action, *result) or _monotonic() >= self._session.deadline:
+            self._session.commit()
         return result
-
-    def _commit(self) -> None:
-        self._deadline = time.monotonic() + self._flush_interval
-        batch = self._buffer.take()
-        if batch is not None:
-            self._writer.submit(batch)
 
     def flush(self) -> None:
         """Commits every buffered step now (an open episode continues) and waits for the disk.
@@ -187,13 +155,7 @@ class RecordingWrapper(gym.Wrapper):
         Raises:
             WriteError: if a batch cannot be written; it is kept for the next flush or close.
         """
-        if self._closed:
-            raise RecordingClosedError("flush() on a closed RecordingWrapper")
-        try:
-            self._commit()
-        except WriteError:
-            pass  # the batch is kept; the writer's flush() below retries and reports
-        self._writer.flush()
+        self._session.flush("RecordingWrapper")
 
     def close(self) -> None:
         """Ends the open episode (``end == "close"``), writes everything, closes the env.
@@ -201,22 +163,11 @@ class RecordingWrapper(gym.Wrapper):
         Raises:
             WriteError: if something could not be written; calling close() again retries.
         """
-        if not self._closed:
-            self._closed = True
-            self._reset_done = False
-            self._finalizer.detach()
-            self._buffer.end_episode("close")
-            batch = self._buffer.take()
-            if batch is not None:
-                try:
-                    self._writer.submit(batch)
-                except WriteError:
-                    pass  # the batch is kept; the writer's close() below retries and reports
-        self._writer.close()
-        if self._env_closed:
-            return
-        self._env_closed = True
-        super().close()
+        self._reset_done = False
+        self._session.close()
+        if not self._env_closed:
+            self._env_closed = True
+            super().close()
 
     def __enter__(self) -> RecordingWrapper:
         return self

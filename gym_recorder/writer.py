@@ -17,7 +17,6 @@ import secrets
 import socket
 import threading
 import time
-import zlib
 from typing import Any
 
 import atomicwrites

@@ -1,0 +1,131 @@
+"""The recording session behind both wrappers: a buffer, a batch writer, and when to commit.
+
+:class:`RecordingWrapper` and :class:`RecordingVectorWrapper` differ only in how they feed the
+buffer; committing batches, ``flush()``, ``close()`` and writing at interpreter exit are here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from .errors import RecordingClosedError, WriteError
+from .spaces import Layout
+from .writer import BatchWriter
+
+__all__ = ["RecordingSession", "check_options"]
+
+
+def check_options(directory: Any, target_batch_bytes: Any, flush_interval: Any) -> None:
+    """Checks the constructor arguments both wrappers share, before any I/O.
+
+    Raises:
+        TypeError: if ``directory`` is not a path.
+        ValueError: if ``target_batch_bytes`` or ``flush_interval`` is not positive.
+    """
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"directory must be a path, got {type(directory).__name__}")
+    if type(target_batch_bytes) is not int or target_batch_bytes <= 0:
+        raise ValueError(f"target_batch_bytes must be a positive int, got {target_batch_bytes!r}")
+    if flush_interval is not None and not (
+            isinstance(flush_interval, (int, float)) and flush_interval > 0):
+        raise ValueError(f"flush_interval must be a positive number or None, got {flush_interval!r}")
+
+
+def _finish(buffer: Any, writer: BatchWriter, end_all: Callable[[str], None]) -> None:
+    """Writes what is buffered and closes the writer (at exit, or when the wrapper is collected)."""
+    end_all("close")
+    batch = buffer.take()
+    if batch is not None:
+        writer.submit(batch)
+    writer.close()
+
+
+class RecordingSession:
+    """Owns a wrapper's buffer and batch writer; decides when buffered steps are committed.
+
+    Args:
+        owner: the wrapper; when it is garbage-collected unclosed, or at interpreter exit,
+            whatever is buffered is still written.
+        buffer: the step buffer (``take()``, ``observe_batch_bytes()``).
+        end_all: ends every open episode with the given reason (the buffer's own method).
+        directory: the recording directory, as the user gave it.
+        header: the manifest fields describing the env.
+        obs_layout: layout of the observation space.
+        act_layout: layout of the action space.
+        file_prefix: the writer's prefix, or None for a unique one.
+        flush_interval: seconds between commits at the latest, or None.
+        fsync: make every batch durable before committing it.
+
+    Attributes:
+        buffer: the step buffer.
+        writer: the batch writer.
+        deadline: ``time.monotonic()`` value at which buffered steps are due for a commit.
+        closed: True once :meth:`close` was called.
+    """
+
+    def __init__(self, owner: Any, buffer: Any, end_all: Callable[[str], None],
+                 directory: str | os.PathLike, header: dict, obs_layout: Layout,
+                 act_layout: Layout, *, file_prefix: str | None, flush_interval: float | None,
+                 fsync: bool) -> None:
+        self.buffer = buffer
+        self._end_all = end_all
+        # Resolved now, so that a later chdir of the process cannot split the recording.
+        self.writer = BatchWriter(os.path.abspath(os.fspath(directory)), file_prefix, header,
+                                  obs_layout, act_layout, fsync=fsync,
+                                  on_batch_written=buffer.observe_batch_bytes)
+        self._interval = math.inf if flush_interval is None else float(flush_interval)
+        self.deadline = time.monotonic() + self._interval
+        self.closed = False
+        self._finalizer = weakref.finalize(owner, _finish, buffer, self.writer, end_all)
+
+    def due(self) -> bool:
+        """True when the flush interval has passed since the last commit."""
+        return time.monotonic() >= self.deadline
+
+    def commit(self) -> None:
+        """Hands everything buffered to the writer as a batch.
+
+        Raises:
+            WriteError: if an earlier batch could not be written (this one is kept too).
+        """
+        self.deadline = time.monotonic() + self._interval
+        batch = self.buffer.take()
+        if batch is not None:
+            self.writer.submit(batch)
+
+    def _commit_keeping(self) -> None:
+        try:
+            self.commit()
+        except WriteError:
+            pass  # the batch is kept; the writer's flush()/close() retries and reports
+
+    def flush(self, what: str) -> None:
+        """Commits everything buffered now and waits until it is on disk.
+
+        Raises:
+            RecordingClosedError: after :meth:`close`.
+            WriteError: if a batch cannot be written; it is kept for the next flush or close.
+        """
+        if self.closed:
+            raise RecordingClosedError(f"flush() on a closed {what}")
+        self._commit_keeping()
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Ends open episodes (``end == "close"``) and writes everything; calling it again
+        retries what could not be written.
+
+        Raises:
+            WriteError: if something could not be written.
+        """
+        if not self.closed:
+            self.closed = True
+            self._finalizer.detach()
+            self._end_all("close")
+            self._commit_keeping()
+        self.writer.close()
