@@ -30,8 +30,9 @@ RESET_ROWS_MIN = 8
 # Bytes per step assumed for a value that does not stack (Text, Sequence, ...) before the first
 # batch tells the truth.
 VALUES_BYTES_GUESS = 64
-# JSON bytes per step assumed for rewards, flags and references before the first batch.
-STEP_OVERHEAD_GUESS = 16
+# JSON bytes per step assumed for rewards, flags and references before the first batch (an
+# episode entry holds about 1 kB of JSON; at 16+ steps per episode, about 64 bytes a step).
+STEP_OVERHEAD_GUESS = 64
 
 
 _SCALARS = (type(None), bool, int, float, str, bytes)

@@ -9,7 +9,7 @@ Overview
 A *recording* is one directory. Any number of *writers* (one per :class:`RecordingWrapper`, in any
 number of processes or hosts) write into it at once; each writer owns the files that start with its
 *prefix* ``P``. A prefix MUST match ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``. The default prefix is
-``openaigym.trace.<UTC time yyyymmddTHHMMSSffffff>.<pid>.<8 random hex digits>``, unique per writer;
+``openaigym.trace.<UTC time yyyymmddTHHMMSS>.<pid>.<6 random hex digits><2-digit counter>``, unique per writer;
 it begins like OpenAI gym-recording's prefixes so that gym-recording's own reader finds our files.
 
 A writer's files::
@@ -172,9 +172,10 @@ Commit protocol and durability
 A writer writes the .bin, then the .json of a batch, each to a temporary file in the directory
 (``tmp`` and 8 random characters) that is renamed into place, and only then rewrites its manifest
 the same way. The manifest is the commit point: a batch not listed in a manifest does not exist.
-One manifest rewrite may commit several batches: a written batch waits at most
-``writer.MIN_COMMIT_INTERVAL`` seconds (and behind at most ``writer.MAX_COALESCED_BATCHES``
-others) for it. A process killed at any moment therefore leaves every listed batch complete; it
+One manifest rewrite may commit several batches: a written batch waits for it at most
+``writer.MIN_COMMIT_INTERVAL`` seconds (0.05), or ``writer.COMMIT_COST_FACTOR`` (20) times as long
+as the last rewrite took when that is longer, and behind at most
+``writer.MAX_COALESCED_BATCHES`` (16) others. A process killed at any moment therefore leaves every listed batch complete; it
 may leave temporary files and complete or partial batch files that no manifest lists, which
 readers ignore and ``repair`` moves aside (taking complete ones back into the manifest).
 

@@ -916,8 +916,12 @@ def test_continues_into_a_missing_part(make):
         assert reader[-1].end is None
     # ... but a part missing from the next batch is an error.
     d2 = make("cp", "rec2")
-    rewrite_batch(d2, lambda doc: doc["episodes"][-1].update(continues=True), index=0)
-    refused(d2, r"cp\.ep0+\d+\.json: episode \d+ part 1 missing")
+    man2 = load_manifest(d2)
+    # A batch (not the last) whose last entry ends its episode, so the next batch has no part 1.
+    index = next(i for i, b in enumerate(man2["batches"][:-1])
+                 if json.loads((d2 / b["fn"]).read_bytes())["episodes"][-1]["continues"] is False)
+    rewrite_batch(d2, lambda doc: doc["episodes"][-1].update(continues=True), index=index)
+    refused(d2, r"cp\.ep0+\d+\.json: episode \d+ part \d+ missing")
 
 
 # ---------------------------------------------------------------------------------------------
