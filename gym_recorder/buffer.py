@@ -17,7 +17,7 @@ from .errors import UnsupportedValueError
 from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
 
-__all__ = ["Part", "Batch", "StepBuffer", "snapshot", "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
+__all__ = ["Part", "Batch", "ColumnarBatch", "StepBuffer", "snapshot", "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
 
 # A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
 MIN_BATCH_STEPS = 1
@@ -132,6 +132,8 @@ class Batch:
                  release: Callable[[], None] | None = None) -> None:
         self.parts = parts
         self.steps = steps
+        self.entries = len(parts)
+        self.new_episodes = sum(1 for p in parts if p.part == 0)
         self._release = release
 
     def release(self) -> None:
@@ -140,6 +142,71 @@ class Batch:
         self.parts = []
         if release is not None:
             release()
+
+
+class ColumnarBatch(Batch):
+    """A batch of one env's consecutive entries, kept as the buffer's columns.
+
+    Handing the columns over costs the stepping thread nothing per episode; the writer then
+    writes each column in one piece (see :mod:`gym_recorder.writer`), or asks for
+    :meth:`to_parts`.
+
+    Attributes:
+        segments: one dict per entry, in order: ``obs0``/``obs1``, ``step0``/``step1`` and
+            ``info0``/``info1`` (its rows in the columns), ``episode``, ``part``, ``end``
+            (None while the episode continues), ``seed``, ``options``, ``sub_env``, ``no_reset``.
+        observations: per observation leaf, its column (rows of every entry, in order).
+        actions: per action leaf, its column.
+        rewards: float64 column; terminations, truncations: bool columns.
+        infos: sparse (row, info) pairs, rows counted across the batch.
+    """
+
+    def __init__(self, segments: list[dict], observations: list, actions: list,
+                 rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
+                 infos: list[tuple[int, dict]], steps: int,
+                 release: Callable[[], None] | None = None) -> None:
+        super().__init__([], steps, release)
+        self.segments = segments
+        self.observations = observations
+        self.actions = actions
+        self.rewards = rewards
+        self.terminations = terminations
+        self.truncations = truncations
+        self.infos = infos
+        self.entries = len(segments)
+        self.new_episodes = sum(1 for seg in segments if seg["part"] == 0)
+
+    def segment_infos(self) -> list[list[tuple[int, dict]]]:
+        """The sparse infos of each entry, with rows counted from the entry's first row."""
+        out = []
+        infos = self.infos
+        k = 0
+        for seg in self.segments:
+            i0, i1 = seg["info0"], seg["info1"]
+            mine = []
+            while k < len(infos) and infos[k][0] < i1:
+                mine.append((infos[k][0] - i0, infos[k][1]))
+                k += 1
+            out.append(mine)
+        return out
+
+    def to_parts(self) -> list[Part]:
+        """Builds one :class:`Part` (views into the columns) per entry."""
+        parts = []
+        for seg, seg_infos in zip(self.segments, self.segment_infos()):
+            o0, o1, s0, s1 = seg["obs0"], seg["obs1"], seg["step0"], seg["step1"]
+            first = seg["part"] == 0
+            parts.append(Part(
+                episode=seg["episode"], part=seg["part"], continues=seg["end"] is None,
+                steps=s1 - s0,
+                observations=[c[o0:o1] for c in self.observations],
+                actions=[c[s0:s1] for c in self.actions],
+                rewards=self.rewards[s0:s1], terminations=self.terminations[s0:s1],
+                truncations=self.truncations[s0:s1],
+                info_rows=seg["info1"] - seg["info0"], infos=seg_infos,
+                seed=seg["seed"] if first else None, options=seg["options"] if first else None,
+                end=seg["end"], sub_env=seg["sub_env"], no_reset=seg["no_reset"]))
+        return parts
 
 
 class _Columns:
@@ -460,36 +527,18 @@ class StepBuffer:
         if not self._segments:
             return None
         cols = self._cols
-        rewards = np.array(self._rewards, dtype=np.float64)
-        terms = np.array(self._terms, dtype=np.bool_)
-        truncs = np.array(self._truncs, dtype=np.bool_)
-        infos = self._infos
-        parts = []
-        k = 0
-        for seg in self._segments:
-            o0, o1, s0, s1, i0, i1 = (seg["obs0"], seg["obs1"], seg["step0"], seg["step1"],
-                                      seg["info0"], seg["info1"])
-            seg_infos = []
-            while k < len(infos) and infos[k][0] < i1:
-                seg_infos.append((infos[k][0] - i0, infos[k][1]))
-                k += 1
-            parts.append(Part(
-                episode=seg["episode"], part=seg["part"], continues=seg["end"] is None,
-                steps=s1 - s0,
-                observations=[c[o0:o1] for c in cols.obs],
-                actions=[c[s0:s1] for c in cols.act],
-                rewards=rewards[s0:s1], terminations=terms[s0:s1], truncations=truncs[s0:s1],
-                info_rows=i1 - i0, infos=seg_infos,
-                seed=seg["seed"] if seg["part"] == 0 else None,
-                options=seg["options"] if seg["part"] == 0 else None,
-                end=seg["end"], sub_env=seg["sub_env"], no_reset=seg["no_reset"]))
+        n_obs, n_steps = self._n_obs, self._n_steps
         steps = self._n_steps
         pool = self._pool
 
         def release() -> None:
             pool.append(cols)
 
-        batch = Batch(parts, steps, release)
+        batch = ColumnarBatch(
+            self._segments,
+            [c[:n_obs] for c in cols.obs], [c[:n_steps] for c in cols.act],
+            np.array(self._rewards, dtype=np.float64), np.array(self._terms, dtype=np.bool_),
+            np.array(self._truncs, dtype=np.bool_), self._infos, steps, release)
         if open_seg is not None:
             self._remember_last_obs()  # the cut episode's last row is in this batch
         elif self._last_obs_row is not None:

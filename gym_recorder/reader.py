@@ -2,7 +2,8 @@
 
 A recording is untrusted input. Every manifest, batch and array reference is checked before use
 (see :mod:`gym_recorder.format`); problems raise :class:`FormatError` naming the file. Arrays are
-read with one ``readinto`` per episode into memory the arrays own, so they stay valid after the
+read into memory the arrays own (one read per episode part, or straight into the rows of an
+episode's arrays when it spans several batches), so they stay valid after the
 reader is closed. Nothing is ever unpickled.
 """
 
@@ -12,6 +13,7 @@ import bisect
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -32,6 +34,19 @@ BATCH_CACHE_SIZE = 4
 # Read an episode's arrays in one read when the span they cover is at most this much larger than
 # their own bytes (else array by array, so a hostile layout cannot make us read a whole file).
 SPAN_SLACK_BYTES = 1 << 20
+# Arrays stay views of the span read for them unless it is more than this many times their bytes.
+SPAN_KEEP_FACTOR = 2
+# An episode of several parts with at least this many bytes of stacked arrays is read by
+# READ_THREADS threads, part by part (page faults and copies of the fresh arrays then overlap:
+# about 1.5x faster with two cores); smaller ones are read in this thread.
+PARALLEL_READ_BYTES = 32 << 20
+READ_THREADS = 2
+# A cached batch whose entries are small (at most this many bytes of arrays each on average) has
+# its whole .bin read into memory once a second episode is read from it, so that iterating small
+# episodes costs one read per batch instead of one per array; episodes copy their bytes out.
+SMALL_ENTRY_BYTES = 64 << 10
+# ...if the .bin is at most this large (the default batch target is 5 MB).
+WHOLE_BIN_MAX_BYTES = 8 << 20
 # The largest Unicode code point; numpy's <U arrays fail hard (SystemError) on anything above.
 MAX_CODE_POINT = 0x10FFFF
 
@@ -193,12 +208,95 @@ class _Manifest:
 
 
 class _Batch:
-    """One parsed and structurally checked batch file."""
+    """One parsed and structurally checked batch file, and its .bin file once read from.
+
+    The .bin file descriptor stays open while the batch is cached (its size checked once against
+    the manifest), so that reading many small episodes does not open the file for each; it is
+    closed when the batch leaves the cache or the reader is closed. Arrays handed out never
+    depend on it: they are read into memory they own.
+    """
 
     def __init__(self, entries: list, by_episode: dict, starts: list[int] | None = None) -> None:
         self.entries = entries
         self.by_episode = by_episode
         self.starts = starts if starts is not None else []  # positions of part-0 entries
+        self.fd: int | None = None
+        self.file_size = 0
+        self.data: np.ndarray | None = None  # the whole .bin, for batches of small entries
+        self.reads = 0  # episodes read from the batch
+
+    def close(self) -> None:
+        """Closes the .bin file descriptor, if open."""
+        fd, self.fd = self.fd, None
+        self.data = None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+class _Part:
+    """One entry of an episode, structurally checked, with the references it holds."""
+
+    __slots__ = ("binfo", "entry", "part_no", "where", "steps", "obs_rows", "obs_stored",
+                 "act_stored", "infos", "refs", "slots")
+
+    def __init__(self, binfo: dict, entry: dict, part_no: int) -> None:
+        self.binfo = binfo
+        self.entry = entry
+        self.part_no = part_no
+        self.where = f"{binfo['fn']} entry {entry.get('index')}"
+        self.refs: list[tuple[dict, str]] = []
+        self.slots: list[tuple[str, int, Any]] = []  # (kind, leaf number, expected shape)
+
+
+# Kinds of references whose arrays are stacked over an episode's parts (the others, infos, are
+# per row and are read part by part).
+_STACKED = frozenset(("obs", "act", "rewards", "terminations", "truncations"))
+# Parsed dtype strings, so that the same few dtypes are not parsed again for every reference;
+# bounded, since a hostile file can name many.
+_DTYPES: dict[str, np.dtype] = {}
+_DTYPES_MAX = 256
+_CRC_MAX = 0xFFFFFFFF
+
+
+def _parse_ref(obj: dict, where: str, bin_name: str) -> ArrayRef:
+    """``parse_ref(obj, where, aligned=True)`` that also requires ``npyfile == bin_name``.
+
+    A fast path accepts only references that pass every check of :func:`parse_ref` (``bin_name``
+    is already checked to be a plain name); anything else goes through :func:`parse_ref` itself,
+    which names what is wrong.
+    """
+    get = obj.get
+    text = get("dtype")
+    dtype = _DTYPES.get(text) if type(text) is str else None
+    if dtype is not None and get("npyfile") == bin_name and get("order", "C") == "C":
+        shape, offset, size, crc = get("shape"), get("npyoff"), get("size"), get("crc32")
+        if (type(shape) is list and len(shape) <= _format.MAX_NDIM
+                and type(offset) is int and offset >= 0 and offset % _format.ALIGNMENT == 0
+                and type(size) is int
+                and (crc is None or (type(crc) is int and 0 <= crc <= _CRC_MAX))):
+            count = nonzero = 1
+            for dim in shape:
+                if type(dim) is not int or not 0 <= dim <= _format.MAX_DIM:
+                    break
+                count *= dim
+                if dim:
+                    nonzero *= dim
+            else:
+                itemsize = dtype.itemsize
+                if nonzero * itemsize <= _format.MAX_DIM and size == count * itemsize:
+                    return ArrayRef(bin_name, dtype, tuple(shape), offset, size, crc)
+    ref = parse_ref(obj, where, aligned=True)
+    if ref.file != bin_name:
+        raise FormatError(f"{where}: npyfile {ref.file!r} is not this batch's {bin_name!r}")
+    if len(_DTYPES) < _DTYPES_MAX:
+        _DTYPES[text] = ref.dtype
+    return ref
 
 
 class RecordingReader:
@@ -253,7 +351,7 @@ class RecordingReader:
             self._starts.append(count)
             count += m.episodes
         self._count = count
-        self._cache.clear()
+        self._clear_cache()
 
     @property
     def directory(self) -> str:
@@ -317,8 +415,8 @@ class RecordingReader:
             yield self[i]
 
     def close(self) -> None:
-        """Releases cached batches. Episodes already returned stay valid."""
-        self._cache.clear()
+        """Releases cached batches and closes their files. Episodes already returned stay valid."""
+        self._clear_cache()
         self._closed = True
 
     def __enter__(self) -> RecordingReader:
@@ -364,19 +462,37 @@ class RecordingReader:
         starts = [pos for pos, entry in enumerate(entries) if entry.get("part") == 0]
         batch = _Batch(entries, by_episode, starts)
         self._cache[key] = batch
-        if len(self._cache) > BATCH_CACHE_SIZE:
-            self._cache.popitem(last=False)
+        while len(self._cache) > BATCH_CACHE_SIZE:
+            self._cache.popitem(last=False)[1].close()
         return batch
+
+    def _clear_cache(self) -> None:
+        batches = list(self._cache.values())
+        self._cache.clear()
+        for batch in batches:
+            batch.close()
 
     def _episode(self, m: _Manifest, number: int, index: int) -> Episode:
         b = self._first_batch(m, number)
         if m.legacy:
             return self._legacy_episode(m, b, number - m.starts[b], index)
-        parts = [self._load_part(m, binfo, entry, part_no)
-                 for binfo, entry, part_no in self._entries(m, number, b)]
-        if not parts:
+        items = list(self._entries(m, number, b))
+        if not items:
             raise FormatError(f"{m.name}: episode {number} not found in its batches")
-        return self._join(m, parts, index)
+        if len(items) > 1:
+            return self._stitched(m, items, index)
+        # One part, in the batch loaded last (still cached): one read for all its arrays.
+        binfo, entry, part_no, batch = items[0]
+        part = self._plan_part(m, binfo, entry, part_no)
+        fd = self._batch_fd(batch, binfo)
+        p = self._load_part(m, part, fd, batch.file_size, data=self._batch_data(batch, binfo))
+        return Episode(
+            index=index,
+            observations=p["obs"][0] if m.obs_layout.single else m.obs_layout.unflatten(p["obs"]),
+            actions=p["act"][0] if m.act_layout.single else m.act_layout.unflatten(p["act"]),
+            rewards=p["rewards"], terminations=p["terminations"], truncations=p["truncations"],
+            infos=p["infos"], seed=p["seed"], options=p["options"], env_id=m.env_id,
+            end=p["end"], sub_env=p["sub_env"], writer=m.prefix, no_reset=p["no_reset"])
 
     def _first_batch(self, m: _Manifest, number: int) -> int:
         b = bisect.bisect_right(m.starts, number) - 1
@@ -387,8 +503,9 @@ class RecordingReader:
             b -= 1
         return b
 
-    def _entries(self, m: _Manifest, number: int, b: int) -> Iterator[tuple[dict, dict, int]]:
-        """Yields (batch info, entry, part number) for each part of a writer's episode."""
+    def _entries(self, m: _Manifest, number: int,
+                 b: int) -> Iterator[tuple[dict, dict, int, _Batch]]:
+        """Yields (batch info, entry, part number, batch) for each part of a writer's episode."""
         part_no = 0
         episode_id = number
         # The part-0 entry is in batch b, or (if b starts no episode) a later one. It is found
@@ -411,7 +528,7 @@ class RecordingReader:
                     break  # the next part was in a batch that is gone: the episode ends here
                 raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} missing")
             entry = batch.entries[pos]
-            yield m.batches[b], entry, part_no
+            yield m.batches[b], entry, part_no, batch
             if entry.get("continues") is not True:
                 break
             part_no += 1
@@ -433,7 +550,8 @@ class RecordingReader:
                                   ep.writer, ep.env_id)
         length, total, end, seed, sub_env = 0, 0.0, None, None, None
         found = False
-        for binfo, entry, part_no in self._entries(m, number, self._first_batch(m, number)):
+        for binfo, entry, part_no, batch in self._entries(m, number,
+                                                          self._first_batch(m, number)):
             where = f"{binfo['fn']} entry {entry.get('index')}"
             steps = entry.get("steps")
             if type(steps) is not int or steps < 0:
@@ -442,7 +560,9 @@ class RecordingReader:
             if not isinstance(ref, dict) or ref.get("__type") != "ndarray":
                 raise FormatError(f"{where} rewards: expected an array reference")
             (rewards,) = self._read_arrays(binfo["bin"], [(ref, f"{where} rewards")],
-                                           aligned=True, expected_size=binfo["bin_size"])
+                                           aligned=True, expected_size=binfo["bin_size"],
+                                           fd=self._batch_fd(batch, binfo),
+                                           file_size=batch.file_size)
             if rewards.shape != (steps,) or rewards.dtype != np.float64:
                 raise FormatError(f"{where} rewards: expected a float64 array of shape ({steps},)")
             length += steps
@@ -465,48 +585,100 @@ class RecordingReader:
             yield self.summary(i)
 
     def _read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool,
-                     expected_size: int | None = None) -> list:
+                     expected_size: int | None = None, *, fd: int | None = None,
+                     file_size: int = 0, data: np.ndarray | None = None) -> list:
         """Validates references into one .bin file and reads them (one read when compact).
 
         ``expected_size`` is the file's size as the manifest records it (None for legacy files).
+        ``fd`` is the file already open (and ``file_size`` its size, already checked against
+        the manifest); without it the file is opened, checked and closed here. ``data`` is the
+        whole file's bytes already read (the arrays are then copied out of it).
         """
-        path = os.path.join(self._directory, bin_name)
         parsed: list[ArrayRef] = []
         for obj, where in refs:
+            if aligned:
+                parsed.append(_parse_ref(obj, where, bin_name))
+                continue
             ref = parse_ref(obj, where, aligned=aligned)
             if ref.file != bin_name:
                 raise FormatError(f"{where}: npyfile {ref.file!r} is not this batch's {bin_name!r}")
             parsed.append(ref)
         if not parsed:
             return []
-        fd = _format.open_regular(path, bin_name)
-        try:
+        own = fd is None
+        if own:
+            fd = self._open_bin(bin_name, expected_size)
             file_size = os.fstat(fd).st_size
-            if expected_size is not None and file_size != expected_size:
-                raise FormatError(
-                    f"{bin_name}: file has {file_size} bytes, the manifest says {expected_size}")
+        try:
             for ref, (_, where) in zip(parsed, refs):
                 if ref.offset + ref.size > file_size:
                     raise FormatError(f"{where}: bytes {ref.offset}..{ref.offset + ref.size} lie "
                                       f"outside {bin_name} ({file_size} bytes)")
+            if data is not None:
+                return [self._view(data[ref.offset:ref.offset + ref.size].copy(), 0, ref, where)
+                        for ref, (_, where) in zip(parsed, refs)]
+            if len(parsed) == 1:
+                ref = parsed[0]
+                return [self._view(_read_exact(fd, ref.offset, ref.size, bin_name), 0, ref,
+                                   refs[0][1])]
             lo = min(r.offset for r in parsed)
             hi = max(r.offset + r.size for r in parsed)
             total = sum(r.size for r in parsed)
             out = []
             if hi - lo <= total + SPAN_SLACK_BYTES:
                 buf = _read_exact(fd, lo, hi - lo, bin_name)
+                # Views keep the span alive: copy the arrays out when it is mostly other data.
+                copy = hi - lo > SPAN_KEEP_FACTOR * total
                 for ref, (_, where) in zip(parsed, refs):
-                    out.append(self._view(buf, ref.offset - lo, ref, where))
+                    arr = self._view(buf, ref.offset - lo, ref, where)
+                    out.append(arr.copy() if copy else arr)
             else:
                 for ref, (_, where) in zip(parsed, refs):
                     buf = _read_exact(fd, ref.offset, ref.size, bin_name)
                     out.append(self._view(buf, 0, ref, where))
             return out
         finally:
+            if own:
+                os.close(fd)
+
+    def _open_bin(self, bin_name: str, expected_size: int | None) -> int:
+        """Opens a .bin file (a regular file, no symlink) and checks its size; caller closes."""
+        fd = _format.open_regular(os.path.join(self._directory, bin_name), bin_name)
+        try:
+            file_size = os.fstat(fd).st_size
+            if expected_size is not None and file_size != expected_size:
+                raise FormatError(
+                    f"{bin_name}: file has {file_size} bytes, the manifest says {expected_size}")
+        except BaseException:
             os.close(fd)
+            raise
+        return fd
+
+    def _batch_data(self, batch: _Batch, binfo: dict) -> np.ndarray | None:
+        """The batch's whole .bin once it is worth reading whole (see SMALL_ENTRY_BYTES)."""
+        batch.reads += 1
+        size = batch.file_size
+        if (batch.data is None and batch.reads >= 2 and size <= WHOLE_BIN_MAX_BYTES
+                and size <= len(batch.entries) * SMALL_ENTRY_BYTES):
+            batch.data = _read_exact(batch.fd, 0, size, binfo["bin"])
+        return batch.data
+
+    def _batch_fd(self, batch: _Batch, binfo: dict) -> int:
+        """The cached batch's .bin file descriptor, opened and size-checked on first use."""
+        if batch.fd is None:
+            batch.fd = self._open_bin(binfo["bin"], binfo["bin_size"])
+            batch.file_size = binfo["bin_size"]
+        return batch.fd
 
     def _view(self, buf: np.ndarray, start: int, ref: ArrayRef, where: str) -> np.ndarray:
         raw = buf[start:start + ref.size]
+        self._check_bytes(raw, ref, where)
+        if start % ref.dtype.alignment == 0:
+            return raw.view(ref.dtype).reshape(ref.shape)
+        return raw.copy().view(ref.dtype).reshape(ref.shape)
+
+    def _check_bytes(self, raw: np.ndarray, ref: ArrayRef, where: str) -> None:
+        """Checks an array's raw bytes: CRC-32 when verifying, and that <U holds code points."""
         if self._verify and ref.crc32 is not None and _format.crc32(raw) != ref.crc32:
             raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
         if ref.dtype.kind == "U" and ref.size:
@@ -515,18 +687,17 @@ class RecordingReader:
             if codes.max() > MAX_CODE_POINT:
                 raise FormatError(f"{where}: {ref.dtype.str} array holds values that are not "
                                   "Unicode code points")
-        if start % ref.dtype.alignment == 0:
-            return raw.view(ref.dtype).reshape(ref.shape)
-        return raw.copy().view(ref.dtype).reshape(ref.shape)
 
-    def _load_part(self, m: _Manifest, binfo: dict, entry: dict, part_no: int) -> dict:
-        where = f"{binfo['fn']} entry {entry.get('index')}"
+    def _plan_part(self, m: _Manifest, binfo: dict, entry: dict, part_no: int) -> _Part:
+        """Checks an entry's structure and collects its array references (reads nothing)."""
+        part = _Part(binfo, entry, part_no)
+        where = part.where
         steps = entry.get("steps")
         if type(steps) is not int or steps < 0:
             raise FormatError(f"{where}: 'steps' must be a non-negative integer")
         obs_rows = steps + 1 if part_no == 0 else steps
-        refs: list[tuple[dict, str]] = []
-        slots: list[tuple[str, int, Any]] = []  # what each ref is
+        part.steps, part.obs_rows = steps, obs_rows
+        refs, slots = part.refs, part.slots
 
         def want(obj: Any, w: str, kind: str, k: int, expect: Any = None) -> None:
             if not isinstance(obj, dict) or obj.get("__type") != "ndarray":
@@ -534,8 +705,10 @@ class RecordingReader:
             refs.append((obj, w))
             slots.append((kind, k, expect))
 
-        obs_stored = m.obs_layout.tree_leaves(entry.get("observations"), f"{where} observations")
-        act_stored = m.act_layout.tree_leaves(entry.get("actions"), f"{where} actions")
+        part.obs_stored = obs_stored = m.obs_layout.tree_leaves(entry.get("observations"),
+                                                                f"{where} observations")
+        part.act_stored = act_stored = m.act_layout.tree_leaves(entry.get("actions"),
+                                                                f"{where} actions")
         for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
             if isinstance(leaf, ArrayLeaf):
                 want(obj, w, "obs", k, (obs_rows, *leaf.shape))
@@ -544,11 +717,10 @@ class RecordingReader:
                 want(obj, w, "act", k, (steps, *leaf.shape))
         for name in ("rewards", "terminations", "truncations"):
             want(entry.get(name), f"{where} {name}", name, 0, (steps,))
-        infos = entry.get("infos")
-        info_rows = obs_rows
-        if not isinstance(infos, dict) or infos.get("rows") != info_rows or not isinstance(
+        part.infos = infos = entry.get("infos")
+        if not isinstance(infos, dict) or infos.get("rows") != obs_rows or not isinstance(
                 infos.get("keys"), list):
-            raise FormatError(f"{where}: 'infos' must be {{'rows': {info_rows}, 'keys': [...]}}")
+            raise FormatError(f"{where}: 'infos' must be {{'rows': {obs_rows}, 'keys': [...]}}")
         for k, col in enumerate(infos["keys"]):
             w = f"{where} infos column {k}"
             if not isinstance(col, dict) or not isinstance(col.get("key"), str):
@@ -559,16 +731,47 @@ class RecordingReader:
                 want(col.get("values"), w + " values", "info_values", k)
             elif col.get("kind") != "values" or not isinstance(col.get("values"), list):
                 raise FormatError(f"{w}: 'kind' must be 'array' or 'values'")
+        return part
+
+    @staticmethod
+    def _check_shapes(part: _Part, slot_items: Iterator[tuple[tuple, Any, str]]) -> None:
+        """Checks each (slot, shape, dtype, where) against what the entry must hold."""
+        for (kind, _, expect), shape, dtype, w in slot_items:
+            if expect is not None and shape != expect:
+                raise FormatError(f"{w}: shape {shape}, expected {expect}")
+            if kind == "rewards" and dtype != np.float64:
+                raise FormatError(f"{part.where} rewards: dtype {dtype}, expected float64")
+            if kind in ("terminations", "truncations") and dtype != np.bool_:
+                raise FormatError(f"{part.where} {kind}: dtype {dtype}, expected bool")
+
+    def _load_part(self, m: _Manifest, part: _Part, fd: int, file_size: int,
+                   skip_stacked: bool = False, data: np.ndarray | None = None) -> dict:
+        """Reads an entry's arrays and decodes its values (stacked arrays only if not skipped)."""
+        binfo = part.binfo
         bin_name = binfo["bin"]
-        arrays = self._read_arrays(bin_name, refs, aligned=True, expected_size=binfo["bin_size"])
+        if skip_stacked:
+            chosen = [i for i, slot in enumerate(part.slots) if slot[0] not in _STACKED]
+        else:
+            chosen = range(len(part.slots))
+        slots = [part.slots[i] for i in chosen]
+        refs = [part.refs[i] for i in chosen]
+        arrays = self._read_arrays(bin_name, refs, aligned=True, expected_size=binfo["bin_size"],
+                                   fd=fd, file_size=file_size, data=data)
+        self._check_shapes(part, ((slot, arr.shape, arr.dtype, w)
+                                  for slot, arr, (_, w) in zip(slots, arrays, refs)))
+        return self._finish_part(m, part, slots, arrays, fd, file_size, data)
+
+    def _finish_part(self, m: _Manifest, part: _Part, slots: list, arrays: list, fd: int,
+                     file_size: int, data: np.ndarray | None = None) -> dict:
+        """Builds an entry's leaves, infos and metadata from its read arrays."""
+        entry, where, steps, info_rows = part.entry, part.where, part.steps, part.obs_rows
+        obs_rows = info_rows
         obs: list[Any] = [None] * len(m.obs_layout.leaves)
         act: list[Any] = [None] * len(m.act_layout.leaves)
         named: dict[str, np.ndarray] = {}
         info_index: dict[int, np.ndarray] = {}
         info_values: dict[int, np.ndarray] = {}
-        for (kind, k, expect), arr, (_, w) in zip(slots, arrays, refs):
-            if expect is not None and arr.shape != expect:
-                raise FormatError(f"{w}: shape {arr.shape}, expected {expect}")
+        for (kind, k, _), arr in zip(slots, arrays):
             if kind == "obs":
                 obs[k] = arr
             elif kind == "act":
@@ -579,25 +782,21 @@ class RecordingReader:
                 info_values[k] = arr
             else:
                 named[kind] = arr
-        if named["rewards"].dtype != np.float64:
-            raise FormatError(f"{where} rewards: dtype {named['rewards'].dtype}, expected float64")
-        for name in ("terminations", "truncations"):
-            if named[name].dtype != np.bool_:
-                raise FormatError(f"{where} {name}: dtype {named[name].dtype}, expected bool")
 
-        source = self._value_source(bin_name, binfo["bin_size"])
-        for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
+        source = self._value_source(part.binfo["bin"], part.binfo["bin_size"], fd, file_size,
+                                    data)
+        for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, m.obs_layout.leaves)):
             if isinstance(leaf, ValuesLeaf):
                 obs[k] = decode_values_leaf(leaf, obj, source, w)
                 if len(obs[k]) != obs_rows:
                     raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
-        for k, ((obj, w), leaf) in enumerate(zip(act_stored, m.act_layout.leaves)):
+        for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, m.act_layout.leaves)):
             if isinstance(leaf, ValuesLeaf):
                 act[k] = decode_values_leaf(leaf, obj, source, w)
                 if len(act[k]) != steps:
                     raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
         rows: list[dict] = [{} for _ in range(info_rows)]
-        for k, col in enumerate(infos["keys"]):
+        for k, col in enumerate(part.infos["keys"]):
             w = f"{where} infos column {k}"
             if k in info_index:
                 idx = info_index[k]
@@ -634,41 +833,156 @@ class RecordingReader:
         sub_env = entry.get("sub_env")
         if sub_env is not None and type(sub_env) is not int:
             raise FormatError(f"{where}: 'sub_env' must be an integer or null")
-        return {"obs": obs, "act": act, "rewards": named["rewards"],
-                "terminations": named["terminations"], "truncations": named["truncations"],
+        return {"obs": obs, "act": act, "rewards": named.get("rewards"),
+                "terminations": named.get("terminations"),
+                "truncations": named.get("truncations"),
                 "infos": rows, "seed": seed,
                 "options": decode_value(entry.get("options"), source, f"{where} options"),
                 "end": end if entry.get("continues") is not True else None, "sub_env": sub_env,
                 "no_reset": entry.get("no_reset") is True}
 
-    def _value_source(self, bin_name: str,
-                      bin_size: int | None = None) -> Callable[[dict, str], np.ndarray]:
+    def _value_source(self, bin_name: str, bin_size: int | None = None, fd: int | None = None,
+                      file_size: int = 0,
+                      data: np.ndarray | None = None) -> Callable[[dict, str], np.ndarray]:
         def source(obj: dict, where: str) -> np.ndarray:
             return self._read_arrays(bin_name, [(obj, where)], aligned=True,
-                                     expected_size=bin_size)[0]
+                                     expected_size=bin_size, fd=fd, file_size=file_size,
+                                     data=data)[0]
         return source
 
-    def _join(self, m: _Manifest, parts: list[dict], index: int) -> Episode:
-        def cat(items: list) -> Any:
-            if len(items) == 1:
-                return items[0]
-            if isinstance(items[0], list):
-                return [x for item in items for x in item]
-            return np.concatenate(items)
+    def _stitched(self, m: _Manifest, items: list[tuple[dict, dict, int, _Batch]],
+                  index: int) -> Episode:
+        """Reads an episode of several parts: each stacked array allocated once, read in place.
 
-        first, last = parts[0], parts[-1]
-        obs = [cat([p["obs"][k] for p in parts]) for k in range(len(m.obs_layout.leaves))]
-        act = [cat([p["act"][k] for p in parts]) for k in range(len(m.act_layout.leaves))]
+        Every part's references are checked (and every .bin's size) before anything is
+        allocated or read; then each part's bytes are read straight into their rows of the
+        episode's arrays. At most READ_THREADS .bin files are open at a time, however many
+        parts the episode has.
+        """
+        parts = [self._plan_part(m, binfo, entry, part_no) for binfo, entry, part_no, _ in items]
+        parsed: list[list[ArrayRef | None]] = []
+        for part in parts:
+            binfo = part.binfo
+            bin_name, bin_size = binfo["bin"], binfo["bin_size"]
+            os.close(self._open_bin(bin_name, bin_size))  # the real size, before allocating
+            refs: list[ArrayRef | None] = []
+            for (obj, w), (kind, _, _) in zip(part.refs, part.slots):
+                if kind not in _STACKED:
+                    refs.append(None)  # read (and checked) with the part's infos
+                    continue
+                ref = _parse_ref(obj, w, bin_name)
+                if ref.offset + ref.size > bin_size:
+                    raise FormatError(f"{w}: bytes {ref.offset}..{ref.offset + ref.size} lie "
+                                      f"outside {bin_name} ({bin_size} bytes)")
+                refs.append(ref)
+            self._check_shapes(part, ((slot, ref.shape, ref.dtype, w)
+                                      for slot, ref, (_, w) in zip(part.slots, refs, part.refs)
+                                      if ref is not None))
+            parsed.append(refs)
+        # The stacked slots are the same in every part: the layout's array leaves, then the
+        # three step columns, in that order.
+        stacked = [slot[:2] for slot in parts[0].slots if slot[0] in _STACKED]
+        for part in parts[1:]:
+            if [slot[:2] for slot in part.slots if slot[0] in _STACKED] != stacked:
+                raise FormatError(f"{part.where}: holds other arrays than the episode's first "
+                                  "part")
+        columns: dict[tuple[str, int], list[ArrayRef]] = {key: [] for key in stacked}
+        for part, refs in zip(parts, parsed):
+            for slot, ref in zip(part.slots, refs):
+                if ref is not None:
+                    columns[slot[:2]].append(ref)
+        dests = {key: self._allocate(parts[0].where, column) for key, column in columns.items()}
+        # Where each part's rows go: the rows of the parts before it.
+        jobs = []
+        filled = dict.fromkeys(stacked, 0)
+        for part, refs in zip(parts, parsed):
+            rows = []
+            for slot, ref, (_, w) in zip(part.slots, refs, part.refs):
+                if ref is not None:
+                    key = slot[:2]
+                    rows.append((ref, w, dests[key], filled[key]))
+                    filled[key] += ref.shape[0]
+            jobs.append((part, rows))
+        if sum(out.nbytes for out in dests.values()) >= PARALLEL_READ_BYTES:
+            # Leaving the with block waits for every read, also when one of them failed.
+            with ThreadPoolExecutor(READ_THREADS) as pool:
+                for _ in pool.map(self._read_part_rows, jobs):
+                    pass
+        else:
+            for job in jobs:
+                self._read_part_rows(job)
+        loaded = []
+        for part in parts:
+            fd = self._open_bin(part.binfo["bin"], part.binfo["bin_size"])
+            try:
+                loaded.append(self._load_part(m, part, fd, part.binfo["bin_size"],
+                                              skip_stacked=True))
+            finally:
+                os.close(fd)
+        first, last = loaded[0], loaded[-1]
+
+        def leaves(kind: str, count: int) -> list:
+            return [dests[(kind, k)] if (kind, k) in dests
+                    else [x for p in loaded for x in p[kind][k]] for k in range(count)]
+
+        obs = leaves("obs", len(m.obs_layout.leaves))
+        act = leaves("act", len(m.act_layout.leaves))
         return Episode(
             index=index,
             observations=obs[0] if m.obs_layout.single else m.obs_layout.unflatten(obs),
             actions=act[0] if m.act_layout.single else m.act_layout.unflatten(act),
-            rewards=cat([p["rewards"] for p in parts]),
-            terminations=cat([p["terminations"] for p in parts]),
-            truncations=cat([p["truncations"] for p in parts]),
-            infos=cat([p["infos"] for p in parts]),
+            rewards=dests[("rewards", 0)], terminations=dests[("terminations", 0)],
+            truncations=dests[("truncations", 0)],
+            infos=[row for p in loaded for row in p["infos"]],
             seed=first["seed"], options=first["options"], env_id=m.env_id, end=last["end"],
             sub_env=first["sub_env"], writer=m.prefix, no_reset=first["no_reset"])
+
+    @staticmethod
+    def _allocate(where: str, column: list[ArrayRef]) -> np.ndarray:
+        """Allocates one stacked array of an episode, of the parts' (common) dtype."""
+        dtypes = [ref.dtype for ref in column]
+        dtype = dtypes[0]
+        if any(d != dtype for d in dtypes):
+            # A leaf widened in one batch (see "Trees" in the format): numbers mix, as do
+            # strings of one kind; numbers and strings do not.
+            kinds = {d.kind for d in dtypes}
+            if not (kinds <= set("biufc") or kinds == {"U"} or kinds == {"S"}):
+                raise FormatError(f"{where}: the episode's parts store one leaf with dtypes "
+                                  f"that do not mix: {sorted({d.str for d in dtypes})}")
+            dtype = np.result_type(*dtypes)
+        shape = (sum(ref.shape[0] for ref in column), *column[0].shape[1:])
+        try:
+            return np.empty(shape, dtype=dtype)
+        except (MemoryError, ValueError) as e:
+            raise FormatError(f"{where}: cannot allocate an array of shape {shape} of "
+                              f"{dtype.str} for the episode") from e
+
+    def _read_part_rows(self, job: tuple[_Part, list]) -> None:
+        """Reads one part's stacked arrays into their rows of the episode's arrays."""
+        part, rows = job
+        bin_name = part.binfo["bin"]
+        fd = self._open_bin(bin_name, part.binfo["bin_size"])
+        try:
+            for ref, where, out, row in rows:
+                self._read_rows(fd, bin_name, ref, where, out, row)
+        finally:
+            os.close(fd)
+
+    def _read_rows(self, fd: int, bin_name: str, ref: ArrayRef, where: str, out: np.ndarray,
+                   row: int) -> None:
+        """Reads one part's array into ``out[row:]``: in place, or through a cast if widened."""
+        n = ref.shape[0]
+        if ref.dtype == out.dtype:
+            if not ref.size:
+                return
+            start = row * (ref.size // n)
+            raw = out.reshape(-1).view(np.uint8)[start:start + ref.size]
+            _read_into(fd, ref.offset, raw, bin_name)
+            self._check_bytes(raw, ref, where)
+        else:
+            raw = _read_exact(fd, ref.offset, ref.size, bin_name)
+            self._check_bytes(raw, ref, where)
+            out[row:row + n] = raw.view(ref.dtype).reshape(ref.shape)
 
     # -- OpenAI gym-recording files -------------------------------------------------------------
 
@@ -745,6 +1059,13 @@ def _read_exact(fd: int, offset: int, size: int, name: str) -> np.ndarray:
     except MemoryError as e:  # sizes are bounded by the file, but a sparse file can be huge
         raise FormatError(f"{name}: cannot allocate {size} bytes for array data, more than "
                           "available memory") from e
+    _read_into(fd, offset, buf, name)
+    return buf
+
+
+def _read_into(fd: int, offset: int, buf: np.ndarray, name: str) -> None:
+    """Reads ``buf.size`` bytes at ``offset`` into ``buf`` (a contiguous uint8 array)."""
+    size = buf.size
     view = memoryview(buf)
     got = 0
     while got < size:
@@ -752,7 +1073,6 @@ def _read_exact(fd: int, offset: int, size: int, name: str) -> np.ndarray:
         if n <= 0:
             raise FormatError(f"{name}: EOF reading array data, expected {size} bytes got {got}")
         got += n
-    return buf
 
 
 def scan_recorded_traces(directory: str | os.PathLike,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import math
 import os
 import queue
 import secrets
@@ -24,11 +25,11 @@ import numpy as np
 
 from ._version import __version__
 from . import format
-from .buffer import Batch, Part
+from .buffer import Batch, ColumnarBatch, Part
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
                      check_prefix, dumps, encode_value, manifest_name)
-from .spaces import DictNode, Layout, TupleNode
+from .spaces import ArrayLeaf, DictNode, Layout, TupleNode
 
 __all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
 
@@ -46,6 +47,9 @@ MIN_COMMIT_INTERVAL = 0.05
 COMMIT_COST_FACTOR = 20
 # ...and at most this many batches wait for one commit.
 MAX_COALESCED_BATCHES = 16
+# A column whose rows are not a multiple of ALIGNMENT bytes is written whole when entries can
+# start at multiples of lcm(row bytes, ALIGNMENT) no larger than this (padding stays small).
+MAX_PACKED_ALIGN = 64
 # Arrays smaller than this are gathered in memory and written SMALL_WRITE_CHUNK bytes at a time.
 SMALL_WRITE_BYTES = 1 << 16
 SMALL_WRITE_CHUNK = 1 << 20
@@ -70,6 +74,63 @@ def default_prefix() -> str:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     # Kept short: every array reference repeats the .bin name that starts with it.
     return f"{LEGACY_PREFIX}{stamp}.{os.getpid()}.{secrets.token_hex(3)}{n:02d}"
+
+
+def _tree_template(layout: Layout) -> str:
+    """A %-format string that lays out one TREE from the JSON texts of its leaves, in order."""
+    def build(node: Any) -> str:
+        if isinstance(node, DictNode):
+            return "{" + ",".join(_text(k).replace("%", "%%") + ":" + build(c)
+                                  for k, c in zip(node.keys, node.children)) + "}"
+        if isinstance(node, TupleNode):
+            return "[" + ",".join(build(c) for c in node.children) + "]"
+        return "%s"
+
+    return build(layout.root)
+
+
+def _column_refs(sink: _BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[str]:
+    """Writes the rows [lo[k], hi[k]) of a column for every entry k; returns their references.
+
+    The entries' rows must follow one another in the column (hi[k] == lo[k + 1]).
+    """
+    n = len(lo)
+    if n == 0:
+        return []
+    counts = hi - lo
+    tail = "".join("," + str(d) for d in col.shape[1:])
+    row_bytes = col.dtype.itemsize * math.prod(col.shape[1:])
+    align = math.lcm(row_bytes, ALIGNMENT) if row_bytes else ALIGNMENT
+    start, stop = int(lo[0]), int(hi[-1])
+    contiguous = bool((lo[1:] == hi[:-1]).all())
+    if not contiguous or align > MAX_PACKED_ALIGN:
+        # Rows of odd sizes (or a layout we do not expect): one aligned write per entry.
+        return [sink.text(col[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
+    block = np.ascontiguousarray(col[start:stop])
+    if row_bytes % ALIGNMENT == 0 or stop == start:
+        base, data = sink.put_block(block)
+        rel = (lo - start) * row_bytes
+    else:  # (stop > start here: some entry has rows)
+        # Each entry starts at a multiple of lcm(row_bytes, 8): then rows stay whole units, and
+        # one fancy-indexed copy lays the column out with its padding.
+        padded = (counts * row_bytes + align - 1) // align * align
+        rel = np.cumsum(padded) - padded
+        unit = np.dtype((np.void, row_bytes))
+        packed = np.zeros(int(padded.sum()) // row_bytes, unit)
+        packed[np.repeat(rel // row_bytes - (lo - start), counts) + np.arange(stop - start)] = \
+            block.reshape(stop - start, -1).view(unit).reshape(-1)
+        # (No padding after the last entry: padding only lies between arrays.)
+        base, data = sink.put_block(
+            packed.view(np.uint8)[:int(rel[-1]) + int(counts[-1]) * row_bytes])
+    crc32 = format.crc32
+    dtype = col.dtype.str
+    name = sink.name
+    out = []
+    for r, c in zip(rel.tolist(), counts.tolist()):
+        size = c * row_bytes
+        out.append(_REF_TEXT % (f"{c}{tail}", dtype, name, base + r, size,
+                                crc32(data[r:r + size])))
+    return out
 
 
 def _text(value: Any) -> str:
@@ -161,6 +222,31 @@ class _BinSink:
                 crc = format.crc32(data)
         self.offset = offset + nbytes
         return arr, offset, crc
+
+    def put_block(self, arr: np.ndarray) -> tuple[int, memoryview | bytes]:
+        """Writes a C-contiguous array at the next aligned offset, without a checksum.
+
+        Returns:
+            (offset, the written bytes), for the caller to checksum the pieces it references.
+        """
+        offset = self.offset
+        pad = -offset % ALIGNMENT
+        if pad:
+            self._pending.append(_ZEROS[:pad])
+            self._pending_bytes += pad
+            offset += pad
+        nbytes = arr.nbytes
+        data = memoryview(arr).cast("B") if nbytes else b""
+        if nbytes < SMALL_WRITE_BYTES:
+            self._pending.append(data)
+            self._pending_bytes += nbytes
+            if self._pending_bytes >= SMALL_WRITE_CHUNK:
+                self._flush_pending()
+        else:
+            self._flush_pending()
+            self.f.write(data)
+        self.offset = offset + nbytes
+        return offset, data
 
     def __call__(self, arr: np.ndarray) -> dict:
         """Writes an array; returns its reference as a dict."""
@@ -274,6 +360,11 @@ class BatchWriter:
         self._batch_header = {k: v for k, v in self._manifest.items()
                               if k not in ("batches", "complete")}
         self._header_json = dumps(self._batch_header)
+        # Columns can be written whole when every leaf stacks into an array.
+        self._columnar = all(isinstance(leaf, ArrayLeaf)
+                             for leaf in obs_layout.leaves + act_layout.leaves)
+        self._obs_template = _tree_template(obs_layout)
+        self._act_template = _tree_template(act_layout)
         self._next_entry = 0
         self._uncommitted = 0  # batches written but not yet listed in the manifest on disk
         self._dropped_steps = 0  # steps of batches that failed for a reason a retry cannot fix
@@ -314,7 +405,7 @@ class BatchWriter:
         if self._closed:
             raise RecordingClosedError("the recorder is closed")
         first = self._next_entry
-        self._next_entry += len(batch.parts)
+        self._next_entry += batch.entries
         with self._lock:
             if self._failed or self._error is not None:
                 self._keep_failed(first, batch)
@@ -329,6 +420,8 @@ class BatchWriter:
         """
         self._queue.join()
         with self._lock:
+            if self._error is not None and not isinstance(self._error, OSError):
+                self._raise_pending()  # a dropped batch: say so (retries cannot help)
             while self._failed:
                 first, batch = self._failed[0]
                 try:
@@ -459,8 +552,12 @@ class BatchWriter:
         self._error_path = bin_path
         with self._atomic(bin_path, "wb") as f:
             sink = _BinSink(f, bin_name, self._crc_pool)
-            entries = [self._encode_part(first + k, part, sink, json_name)
-                       for k, part in enumerate(batch.parts)]
+            if isinstance(batch, ColumnarBatch) and self._columnar:
+                entries = self._encode_columnar(first, batch, sink, json_name)
+            else:
+                parts = batch.to_parts() if isinstance(batch, ColumnarBatch) else batch.parts
+                entries = [self._encode_part(first + k, part, sink, json_name)
+                           for k, part in enumerate(parts)]
             sink.finish()
             bin_size = sink.offset
         doc = b"".join([
@@ -479,7 +576,7 @@ class BatchWriter:
             "first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
             "json_size": len(doc), "bin_size": bin_size, "json_crc32": format.crc32(doc),
             "steps": batch.steps,
-            "episodes": sum(1 for p in batch.parts if p.part == 0)})
+            "episodes": batch.new_episodes})
         self._uncommitted += 1
         self._error_path = ""
         if self._on_batch_written is not None:
@@ -534,6 +631,53 @@ class BatchWriter:
             "null" if part.end is None else '"%s"' % part.end,  # one of our own fixed words
             "null" if part.sub_env is None else int(part.sub_env),
             ',"no_reset":true' if part.no_reset else "")
+
+    def _encode_columnar(self, first: int, batch: ColumnarBatch, sink: _BinSink,
+                         where: str) -> list[str]:
+        """Writes a batch column by column; returns the entries as JSON text.
+
+        Each column (an observation or action leaf, rewards, terminations, truncations) holds
+        the rows of every entry in order, so it is written in one piece; when its rows are not
+        a multiple of ALIGNMENT bytes, each entry's rows are first placed at aligned offsets
+        (zero padding between) with one vectorised copy. The per-entry Python work left is a
+        CRC-32 and a formatted reference per array, which makes batches of thousands of short
+        episodes cheap to write.
+        """
+        segs = batch.segments
+        o0 = np.array([seg["obs0"] for seg in segs], np.int64)
+        o1 = np.array([seg["obs1"] for seg in segs], np.int64)
+        s0 = np.array([seg["step0"] for seg in segs], np.int64)
+        s1 = np.array([seg["step1"] for seg in segs], np.int64)
+        obs = [_column_refs(sink, col, o0, o1) for col in batch.observations]
+        act = [_column_refs(sink, col, s0, s1) for col in batch.actions]
+        rewards = _column_refs(sink, batch.rewards, s0, s1)
+        terms = _column_refs(sink, batch.terminations, s0, s1)
+        truncs = _column_refs(sink, batch.truncations, s0, s1)
+        obs_texts = obs[0] if self._obs_layout.single else [
+            self._obs_template % row for row in zip(*obs)]
+        act_texts = act[0] if self._act_layout.single else [
+            self._act_template % row for row in zip(*act)]
+        out = []
+        for k, (seg, seg_infos) in enumerate(zip(segs, batch.segment_infos())):
+            index = first + k
+            first_part = seg["part"] == 0
+            seed = seg["seed"] if first_part else None
+            options = seg["options"] if first_part else None
+            end = seg["end"]
+            rows = seg["info1"] - seg["info0"]
+            out.append(_ENTRY_TEXT % (
+                index, seg["episode"], seg["part"], "false" if end is not None else "true",
+                seg["step1"] - seg["step0"], obs_texts[k], act_texts[k], rewards[k], terms[k],
+                truncs[k],
+                ('{"rows":%d,"keys":[]}' % rows) if not seg_infos else _text(
+                    _info_columns(rows, seg_infos, sink, f"{where} entry {index}")),
+                "null" if seed is None else int(seed),
+                "null" if options is None else _text(
+                    encode_value(options, sink, f"{where} entry {index} options")),
+                "null" if end is None else '"%s"' % end,  # one of our own fixed words
+                "null" if seg["sub_env"] is None else int(seg["sub_env"]),
+                ',"no_reset":true' if seg["no_reset"] else ""))
+        return out
 
     def _encode_tree(self, layout: Layout, leaves: list, sink: _BinSink, where: str) -> str:
         """Writes the leaves of observations or actions; returns the TREE as JSON text."""
