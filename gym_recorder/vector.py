@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from .buffer import MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, Part, _estimate_step_bytes, snapshot
+from .buffer import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, ColumnarBatch,
+                     _estimate_step_bytes, snapshot)
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .session import RecordingSession, check_options
@@ -611,20 +612,21 @@ class VectorStepBuffer:
             rel = where[rows] - step_off[sid] + first[sid]
             for k, r, (_, info) in zip(sid.tolist(), rel.tolist(), self._step_infos):
                 seg_infos[k].append((r, info))
-        parts = []
+        # The gathered columns hold each segment's rows one after another: the writer can
+        # write them column by column (a ColumnarBatch), like a single env's.
         obs_off_l, step_off_l = obs_off.tolist(), step_off.tolist()
+        segments = []
+        infos = []
         for k, seg in enumerate(segs):
-            o_sl = slice(obs_off_l[k], obs_off_l[k + 1])
-            s_sl = slice(step_off_l[k], step_off_l[k + 1])
             part0 = seg.reset_idx is not None
-            parts.append(Part(
-                episode=seg.episode, part=seg.part, continues=seg.end is None,
-                steps=s_sl.stop - s_sl.start,
-                observations=[g[o_sl] for g in obs_g], actions=[g[s_sl] for g in act_g],
-                rewards=rew_g[s_sl], terminations=term_g[s_sl], truncations=trunc_g[s_sl],
-                info_rows=o_sl.stop - o_sl.start, infos=seg_infos[k],
-                seed=seg.seed if part0 else None, options=seg.options if part0 else None,
-                end=seg.end, sub_env=seg.sub_env, no_reset=seg.no_reset))
+            segments.append({
+                "obs0": obs_off_l[k], "obs1": obs_off_l[k + 1],
+                "step0": step_off_l[k], "step1": step_off_l[k + 1],
+                "info0": obs_off_l[k], "info1": obs_off_l[k + 1],  # one info a row
+                "episode": seg.episode, "part": seg.part, "end": seg.end,
+                "seed": seg.seed if part0 else None, "options": seg.options if part0 else None,
+                "sub_env": seg.sub_env, "no_reset": seg.no_reset})
+            infos.extend((obs_off_l[k] + r, info) for r, info in seg_infos[k])
         # Start the next batch: open episodes go on as their next part.
         for i, seg in enumerate(self._segs):
             if seg is not None:
@@ -638,7 +640,8 @@ class VectorStepBuffer:
             self._alloc()
         else:
             self._new_batch()
-        return Batch(parts, int(step_off_l[-1]))
+        return ColumnarBatch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos,
+                             int(step_off_l[-1]))
 
 
 # ---------------------------------------------------------------------------------------------
