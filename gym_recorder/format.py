@@ -19,7 +19,7 @@ A writer's files::
     P.epNNNNNNNNN.bin         the raw bytes of every array of that batch
 
 ``NNNNNNNNN`` is the zero-padded, 9-digit (or longer once past 999,999,999) index of the batch's
-first *entry* (see "Episodes and parts"). Any other file in the directory (temporary files, batch
+first *entry* (see "Batch": an entry is an episode or a part of one). Any other file in the directory (temporary files, batch
 files that no manifest lists, sub-directories) MUST be ignored by readers.
 
 JSON
@@ -82,6 +82,8 @@ manifest's copy. Each ENTRY is one episode, or one part of an episode::
            "reset" (reset called before the episode ended), "close" (closed before it ended);
            null on entries with "continues": true
     "sub_env": int or null  the index of the sub-environment, for vector envs
+    "no_reset": true        optional, on part 0: the episode was stepped on after the previous
+                            one ended, without a reset; its first observation is that one's last
 
 An episode is the concatenation of its entries in entry order, which is the order of the batches
 in the manifest and of ``episodes`` inside a batch. Entries of one episode MUST be consecutive in
@@ -104,7 +106,9 @@ Every array is a reference into the batch's .bin file::
      "npyfile": "P.epNNNNNNNNN.bin", "npyoff": int, "size": int, "crc32": int}
 
 - ``npyfile`` MUST be a plain file name (no directory part) of a file in the recording directory.
-- ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8). Bytes between arrays are zero padding.
+- ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8). Bytes between arrays are zero padding;
+  nothing follows the last array. Arrays MAY lie in the file in any order: this writer writes
+  each column (one leaf, then rewards, ...) for all entries of the batch one after another.
 - ``size`` MUST equal ``prod(shape) * itemsize`` and ``npyoff + size`` MUST NOT exceed the file.
 - ``dtype`` is numpy's ``dtype.str``: byte order (``<``, ``>`` or ``|``), kind, item size,
   e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds: b (bool), i, u, f, c, U, S. Never O.
@@ -175,8 +179,8 @@ the same way. The manifest is the commit point: a batch not listed in a manifest
 One manifest rewrite may commit several batches: a written batch waits for it at most
 ``writer.MIN_COMMIT_INTERVAL`` seconds (0.05), or ``writer.COMMIT_COST_FACTOR`` (20) times as long
 as the last rewrite took when that is longer, and behind at most
-``writer.MAX_COALESCED_BATCHES`` (16) others. A process killed at any moment therefore leaves every listed batch complete; it
-may leave temporary files and complete or partial batch files that no manifest lists, which
+``writer.MAX_COALESCED_BATCHES`` (16) others. A process killed at any moment therefore leaves
+every listed batch complete; it may leave temporary files and complete or partial batch files that no manifest lists, which
 readers ignore and ``repair`` moves aside (taking complete ones back into the manifest).
 
 What is fsynced, and when:
