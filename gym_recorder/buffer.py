@@ -176,6 +176,12 @@ class ColumnarBatch(Batch):
         self.entries = len(segments)
         self.new_episodes = sum(1 for seg in segments if seg["part"] == 0)
 
+    def release(self) -> None:
+        """Hands the columns back to the buffer and drops this batch's references to them."""
+        super().release()
+        self.segments, self.infos = [], []
+        self.observations, self.actions = [], []
+
     def segment_infos(self) -> list[list[tuple[int, dict]]]:
         """The sparse infos of each entry, with rows counted from the entry's first row."""
         out = []

@@ -509,6 +509,9 @@ class BatchWriter:
                         or time.monotonic() - self._last_commit >= self._commit_interval):
                     self._commit_in_thread()
             finally:
+                # Drop our references before waiting for the next batch: a batch kept alive
+                # keeps its columns and entry table alive too.
+                item = batch = None
                 self._queue.task_done()
 
     def _commit_in_thread(self) -> None:
