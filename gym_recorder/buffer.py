@@ -17,7 +17,8 @@ from .errors import UnsupportedValueError
 from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
 
-__all__ = ["Part", "Batch", "ColumnarBatch", "StepBuffer", "snapshot", "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
+__all__ = ["Part", "Batch", "ColumnarBatch", "StepBuffer", "snapshot", "record_info",
+           "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
 
 # A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
 MIN_BATCH_STEPS = 1
@@ -68,6 +69,28 @@ def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
     raise UnsupportedValueError(
         f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored losslessly"
         " (record_infos=False, or info_filter=..., to leave them out)")
+
+
+def record_info(info: Any, info_filter: Callable[[dict], dict] | None,
+                where: str) -> dict | None:
+    """The copy of a non-empty info dict to record (after ``info_filter``), or None if empty.
+
+    Raises:
+        UnsupportedValueError: if it is not a dict, has a key that is not a str, or holds a
+            value the format cannot store (the message names it).
+    """
+    if info_filter is not None:
+        info = info_filter(info)
+        if not info:
+            return None
+    if type(info) is not dict:
+        if not isinstance(info, dict):
+            raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
+        info = dict(info)
+    for key in info:
+        if type(key) is not str:
+            raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
+    return snapshot(info, where)
 
 
 class Part:
@@ -402,16 +425,7 @@ class StepBuffer:
     def _info(self, info: Any, where: str) -> dict | None:
         if not self._record_infos or not info:
             return None
-        if self._info_filter is not None:
-            info = self._info_filter(info)
-        if type(info) is not dict:
-            if not isinstance(info, dict):
-                raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
-            info = dict(info)
-        for key in info:
-            if type(key) is not str:
-                raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-        return snapshot(info, where)
+        return record_info(info, self._info_filter, where)
 
     def start_episode(self, obs: Any, info: dict, seed: int | None, options: Any,
                       sub_env: int | None = None) -> None:

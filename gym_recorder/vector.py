@@ -37,7 +37,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from .buffer import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, ColumnarBatch,
-                     _estimate_step_bytes, snapshot)
+                     _estimate_step_bytes, record_info, snapshot)
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .session import RecordingSession, check_options
@@ -354,18 +354,7 @@ class VectorStepBuffer:
     def _info(self, info: Any, where: str) -> dict | None:
         if not self._record_infos or not info:
             return None
-        if self._info_filter is not None:
-            info = self._info_filter(info)
-        if not info:
-            return None
-        if type(info) is not dict:
-            if not isinstance(info, dict):
-                raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
-            info = dict(info)
-        for key in info:
-            if type(key) is not str:
-                raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-        return snapshot(info, where)
+        return record_info(info, self._info_filter, where)
 
     def _infos(self, infos: dict[int, dict] | None, what: str) -> dict[int, dict]:
         if not infos or not self._record_infos:
