@@ -17,7 +17,7 @@ from .errors import UnsupportedValueError
 from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
 
-__all__ = ["Part", "Batch", "ColumnarBatch", "StepBuffer", "snapshot", "record_info",
+__all__ = ["Batch", "StepBuffer", "snapshot", "record_info",
            "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
 
 # A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
@@ -93,102 +93,31 @@ def record_info(info: Any, info_filter: Callable[[dict], dict] | None,
     return snapshot(info, where)
 
 
-class Part:
-    """One finished entry: an episode, or one part of an episode, ready to be written.
-
-    Attributes:
-        episode: the writer's episode number.
-        part: 0 for the part that starts with the reset observation, then 1, 2, ...
-        continues: True if a later part follows.
-        steps: number of transitions (N).
-        observations: per observation leaf, N + 1 rows (part 0) or N rows (later parts):
-            an array view, or a list of values.
-        actions: per action leaf, N rows.
-        rewards: float64 array (N,).
-        terminations: bool array (N,).
-        truncations: bool array (N,).
-        info_rows: number of info dicts (N + 1 for part 0, N otherwise).
-        infos: sparse list of (row, info dict) for the non-empty infos.
-        seed: the reset seed (part 0), or None.
-        options: the reset options (part 0), or None.
-        end: how the episode ended, on its last part; None while it continues.
-        sub_env: index of the sub-environment in a vector env, or None.
-        no_reset: True when the episode started without a reset (steps after the end).
-    """
-
-    __slots__ = ("episode", "part", "continues", "steps", "observations", "actions", "rewards",
-                 "terminations", "truncations", "info_rows", "infos", "seed", "options", "end",
-                 "sub_env", "no_reset")
-
-    def __init__(self, episode: int, part: int, continues: bool, steps: int, observations: list,
-                 actions: list, rewards: np.ndarray, terminations: np.ndarray,
-                 truncations: np.ndarray, info_rows: int, infos: list, seed: int | None = None,
-                 options: Any = None, end: str | None = None, sub_env: int | None = None,
-                 no_reset: bool = False) -> None:
-        self.episode = episode
-        self.part = part
-        self.continues = continues
-        self.steps = steps
-        self.observations = observations
-        self.actions = actions
-        self.rewards = rewards
-        self.terminations = terminations
-        self.truncations = truncations
-        self.info_rows = info_rows
-        self.infos = infos
-        self.seed = seed
-        self.options = options
-        self.end = end
-        self.sub_env = sub_env
-        self.no_reset = no_reset
-
-
 class Batch:
-    """The parts of one batch, with the memory they view, to release once written.
+    """One batch of consecutive entries (episodes or parts of episodes), kept as columns.
 
-    Attributes:
-        parts: the entries in order.
-        steps: transitions in the batch.
-    """
-
-    def __init__(self, parts: list[Part], steps: int,
-                 release: Callable[[], None] | None = None) -> None:
-        self.parts = parts
-        self.steps = steps
-        self.entries = len(parts)
-        self.new_episodes = sum(1 for p in parts if p.part == 0)
-        self._release = release
-
-    def release(self) -> None:
-        """Hands the batch's memory back to the buffer for reuse (call once it is written)."""
-        release, self._release = self._release, None
-        self.parts = []
-        if release is not None:
-            release()
-
-
-class ColumnarBatch(Batch):
-    """A batch of one env's consecutive entries, kept as the buffer's columns.
-
-    Handing the columns over costs the stepping thread nothing per episode; the writer then
-    writes each column in one piece (see :mod:`gym_recorder.writer`), or asks for
-    :meth:`to_parts`.
+    Handing the columns over costs the stepping thread nothing per episode; the writer writes
+    each column in one piece (see :mod:`gym_recorder.writer`).
 
     Attributes:
         segments: one dict per entry, in order: ``obs0``/``obs1``, ``step0``/``step1`` and
-            ``info0``/``info1`` (its rows in the columns), ``episode``, ``part``, ``end``
-            (None while the episode continues), ``seed``, ``options``, ``sub_env``, ``no_reset``.
-        observations: per observation leaf, its column (rows of every entry, in order).
+            ``info0``/``info1`` (its rows in the columns; each entry's rows follow the previous
+            entry's), ``episode``, ``part``, ``end`` (None while the episode continues),
+            ``seed``, ``options``, ``sub_env``, ``no_reset``.
+        observations: per observation leaf, its column: an array, or a list of values for a
+            leaf that does not stack.
         actions: per action leaf, its column.
         rewards: float64 column; terminations, truncations: bool columns.
-        infos: sparse (row, info) pairs, rows counted across the batch.
+        infos: sparse (row, info) pairs, rows counted across the batch, ascending.
+        steps: transitions in the batch.
+        entries: number of entries.
+        new_episodes: entries that start an episode (``part`` == 0).
     """
 
     def __init__(self, segments: list[dict], observations: list, actions: list,
                  rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
                  infos: list[tuple[int, dict]], steps: int,
                  release: Callable[[], None] | None = None) -> None:
-        super().__init__([], steps, release)
         self.segments = segments
         self.observations = observations
         self.actions = actions
@@ -196,14 +125,18 @@ class ColumnarBatch(Batch):
         self.terminations = terminations
         self.truncations = truncations
         self.infos = infos
+        self.steps = steps
         self.entries = len(segments)
         self.new_episodes = sum(1 for seg in segments if seg["part"] == 0)
+        self._release = release
 
     def release(self) -> None:
-        """Hands the columns back to the buffer and drops this batch's references to them."""
-        super().release()
+        """Hands the columns back to the buffer for reuse (call once the batch is written)."""
+        release, self._release = self._release, None
         self.segments, self.infos = [], []
         self.observations, self.actions = [], []
+        if release is not None:
+            release()
 
     def segment_infos(self) -> list[list[tuple[int, dict]]]:
         """The sparse infos of each entry, with rows counted from the entry's first row."""
@@ -218,24 +151,6 @@ class ColumnarBatch(Batch):
                 k += 1
             out.append(mine)
         return out
-
-    def to_parts(self) -> list[Part]:
-        """Builds one :class:`Part` (views into the columns) per entry."""
-        parts = []
-        for seg, seg_infos in zip(self.segments, self.segment_infos()):
-            o0, o1, s0, s1 = seg["obs0"], seg["obs1"], seg["step0"], seg["step1"]
-            first = seg["part"] == 0
-            parts.append(Part(
-                episode=seg["episode"], part=seg["part"], continues=seg["end"] is None,
-                steps=s1 - s0,
-                observations=[c[o0:o1] for c in self.observations],
-                actions=[c[s0:s1] for c in self.actions],
-                rewards=self.rewards[s0:s1], terminations=self.terminations[s0:s1],
-                truncations=self.truncations[s0:s1],
-                info_rows=seg["info1"] - seg["info0"], infos=seg_infos,
-                seed=seg["seed"] if first else None, options=seg["options"] if first else None,
-                end=seg["end"], sub_env=seg["sub_env"], no_reset=seg["no_reset"]))
-        return parts
 
 
 class _Columns:
@@ -371,21 +286,6 @@ class StepBuffer:
     def full(self) -> bool:
         """True when the batch being filled has no room for another step."""
         return self._n_steps >= self._cols.steps or self._n_obs >= self._cols.obs_rows
-
-    @property
-    def steps(self) -> int:
-        """Steps buffered in the batch being filled."""
-        return self._n_steps
-
-    @property
-    def episode_open(self) -> bool:
-        """True while an episode has started and not ended."""
-        return self._open_episode is not None
-
-    @property
-    def empty(self) -> bool:
-        """True when nothing is buffered."""
-        return not self._segments and self._open_episode is None
 
     # -- storing values ----------------------------------------------------------------------
 
@@ -554,7 +454,7 @@ class StepBuffer:
         def release() -> None:
             pool.append(cols)
 
-        batch = ColumnarBatch(
+        batch = Batch(
             self._segments,
             [c[:n_obs] for c in cols.obs], [c[:n_steps] for c in cols.act],
             np.array(self._rewards, dtype=np.float64), np.array(self._terms, dtype=np.bool_),

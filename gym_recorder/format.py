@@ -426,11 +426,8 @@ def _fast_crc32() -> Callable[..., int]:
 class _LazyCrc32:
     """Resolves the CRC-32 implementation on first use, so importing this module stays light."""
 
-    fast = False
-
     def __call__(self, data: Any, value: int = 0) -> int:
         impl = _fast_crc32()
-        _LazyCrc32.fast = impl.__module__ != "zlib"
         globals()["crc32"] = impl
         return impl(data, value)
 

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from .buffer import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, ColumnarBatch,
-                     _estimate_step_bytes, record_info, snapshot)
+from .buffer import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, _estimate_step_bytes,
+                     record_info, snapshot)
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .session import RecordingSession, check_options
@@ -602,7 +602,7 @@ class VectorStepBuffer:
             for k, r, (_, info) in zip(sid.tolist(), rel.tolist(), self._step_infos):
                 seg_infos[k].append((r, info))
         # The gathered columns hold each segment's rows one after another: the writer can
-        # write them column by column (a ColumnarBatch), like a single env's.
+        # write them column by column, like a single env's.
         obs_off_l, step_off_l = obs_off.tolist(), step_off.tolist()
         segments = []
         infos = []
@@ -629,8 +629,7 @@ class VectorStepBuffer:
             self._alloc()
         else:
             self._new_batch()
-        return ColumnarBatch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos,
-                             int(step_off_l[-1]))
+        return Batch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off_l[-1]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ written are kept in memory and retried by ``flush()`` and ``close()``.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import math
 import os
@@ -25,20 +24,17 @@ import numpy as np
 
 from ._version import __version__
 from . import format
-from .buffer import Batch, ColumnarBatch, Part
+from .buffer import Batch
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
                      check_prefix, dumps, encode_value, manifest_name)
-from .spaces import ArrayLeaf, DictNode, Layout, TupleNode
+from .spaces import DictNode, Layout, TupleNode
 
 __all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
 
 # Batches handed to the writer thread and not yet written; submit() blocks beyond this, so memory
 # stays within (MAX_PENDING_BATCHES + 2) batches.
 MAX_PENDING_BATCHES = 2
-# Arrays at least this large get their CRC-32 computed on a helper thread while the writer
-# thread writes them (zlib releases the GIL for both), which halves the writer's time for images.
-PARALLEL_CRC_BYTES = 1 << 18
 # The manifest is rewritten at most this often (seconds) while batches stream in, so that one
 # rewrite commits several batches; written batches wait at most this long for their commit.
 MIN_COMMIT_INTERVAL = 0.05
@@ -87,6 +83,15 @@ def _tree_template(layout: Layout) -> str:
         return "%s"
 
     return build(layout.root)
+
+
+def _column_texts(sink: _BinSink, col: np.ndarray | list, lo: np.ndarray, hi: np.ndarray,
+                  where: str) -> list[str]:
+    """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object."""
+    if isinstance(col, np.ndarray):
+        return _column_refs(sink, col, lo, hi)
+    return [_text({"__type": "values", "values": [encode_value(v, sink, where) for v in col[a:b]]})
+            for a, b in zip(lo.tolist(), hi.tolist())]
 
 
 def _column_refs(sink: _BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[str]:
@@ -138,11 +143,6 @@ def _text(value: Any) -> str:
     return dumps(value).decode("ascii")
 
 
-def _fast_crc_available() -> bool:
-    return getattr(format.crc32, "__module__", "zlib") != "zlib" and not isinstance(
-        format.crc32, format._LazyCrc32)
-
-
 def _fsync_path(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -176,11 +176,10 @@ class _BinSink:
     Call :meth:`finish` before the file is closed.
     """
 
-    def __init__(self, f: Any, name: str, crc_pool: Any = None) -> None:
+    def __init__(self, f: Any, name: str) -> None:
         self.f = f
         self.name = name
         self.offset = 0
-        self.crc_pool = crc_pool
         self._pending: list = []
         self._pending_bytes = 0
 
@@ -193,35 +192,6 @@ class _BinSink:
     def finish(self) -> None:
         """Writes what is still gathered in memory."""
         self._flush_pending()
-
-    def _put(self, arr: np.ndarray) -> tuple[np.ndarray, int, int]:
-        """Writes one array at the next aligned offset; returns (array, offset, crc32)."""
-        offset = self.offset
-        pad = -offset % ALIGNMENT
-        if not arr.flags.c_contiguous:
-            arr = np.ascontiguousarray(arr)
-        nbytes = arr.nbytes
-        data = memoryview(arr).cast("B") if nbytes else b""
-        if pad:
-            self._pending.append(_ZEROS[:pad])
-            offset += pad
-        if nbytes < SMALL_WRITE_BYTES:
-            self._pending.append(data)
-            self._pending_bytes += nbytes + pad
-            crc = format.crc32(data)
-            if self._pending_bytes >= SMALL_WRITE_CHUNK:
-                self._flush_pending()
-        else:
-            self._flush_pending()
-            if self.crc_pool is not None and nbytes >= PARALLEL_CRC_BYTES:
-                future = self.crc_pool.submit(format.crc32, data)
-                self.f.write(data)
-                crc = future.result()
-            else:
-                self.f.write(data)
-                crc = format.crc32(data)
-        self.offset = offset + nbytes
-        return arr, offset, crc
 
     def put_block(self, arr: np.ndarray) -> tuple[int, memoryview | bytes]:
         """Writes a C-contiguous array at the next aligned offset, without a checksum.
@@ -247,6 +217,13 @@ class _BinSink:
             self.f.write(data)
         self.offset = offset + nbytes
         return offset, data
+
+    def _put(self, arr: np.ndarray) -> tuple[np.ndarray, int, int]:
+        """Writes one array at the next aligned offset; returns (array, offset, crc32)."""
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)  # (only when needed: it makes 0-d arrays 1-d)
+        offset, data = self.put_block(arr)
+        return arr, offset, format.crc32(data)
 
     def __call__(self, arr: np.ndarray) -> dict:
         """Writes an array; returns its reference as a dict."""
@@ -360,9 +337,6 @@ class BatchWriter:
         self._batch_header = {k: v for k, v in self._manifest.items()
                               if k not in ("batches", "complete")}
         self._header_json = dumps(self._batch_header)
-        # Columns can be written whole when every leaf stacks into an array.
-        self._columnar = all(isinstance(leaf, ArrayLeaf)
-                             for leaf in obs_layout.leaves + act_layout.leaves)
         self._obs_template = _tree_template(obs_layout)
         self._act_template = _tree_template(act_layout)
         self._next_entry = 0
@@ -378,10 +352,6 @@ class BatchWriter:
         self._error: BaseException | None = None
         self._error_path = ""
         self._closed = False
-        format.crc32(b"")  # resolve the implementation now
-        # With plain zlib, a helper thread computes big arrays' CRCs while the writer writes.
-        self._crc_pool = None if _fast_crc_available() else concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix=f"gym_recorder-crc:{self.prefix}")
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
         self._thread.start()
@@ -458,8 +428,6 @@ class BatchWriter:
         self._closed = True
         self._queue.put(None)
         self._thread.join()
-        if self._crc_pool is not None:
-            self._crc_pool.shutdown()
         self._manifest["complete"] = True
         try:
             self._write_manifest()
@@ -554,13 +522,8 @@ class BatchWriter:
         json_path = os.path.join(self.directory, json_name)
         self._error_path = bin_path
         with self._atomic(bin_path, "wb") as f:
-            sink = _BinSink(f, bin_name, self._crc_pool)
-            if isinstance(batch, ColumnarBatch) and self._columnar:
-                entries = self._encode_columnar(first, batch, sink, json_name)
-            else:
-                parts = batch.to_parts() if isinstance(batch, ColumnarBatch) else batch.parts
-                entries = [self._encode_part(first + k, part, sink, json_name)
-                           for k, part in enumerate(parts)]
+            sink = _BinSink(f, bin_name)
+            entries = self._encode_entries(first, batch, sink, json_name)
             sink.finish()
             bin_size = sink.offset
         doc = b"".join([
@@ -617,26 +580,8 @@ class BatchWriter:
         _fsync_path(self._manifest_path)
         _fsync_path(self.directory)
 
-    def _encode_part(self, index: int, part: Part, sink: _BinSink, where: str) -> str:
-        """Writes a part's arrays and returns its batch entry as JSON text."""
-        where = f"{where} entry {index}"
-        seed = part.seed
-        return _ENTRY_TEXT % (
-            index, part.episode, part.part, "true" if part.continues else "false", part.steps,
-            self._encode_tree(self._obs_layout, part.observations, sink, f"{where} observations"),
-            self._encode_tree(self._act_layout, part.actions, sink, f"{where} actions"),
-            sink.text(part.rewards), sink.text(part.terminations), sink.text(part.truncations),
-            ('{"rows":%d,"keys":[]}' % part.info_rows) if not part.infos else _text(
-                _info_columns(part.info_rows, part.infos, sink, where)),
-            "null" if seed is None else int(seed),
-            "null" if part.options is None else _text(
-                encode_value(part.options, sink, f"{where} options")),
-            "null" if part.end is None else '"%s"' % part.end,  # one of our own fixed words
-            "null" if part.sub_env is None else int(part.sub_env),
-            ',"no_reset":true' if part.no_reset else "")
-
-    def _encode_columnar(self, first: int, batch: ColumnarBatch, sink: _BinSink,
-                         where: str) -> list[str]:
+    def _encode_entries(self, first: int, batch: Batch, sink: _BinSink,
+                        where: str) -> list[str]:
         """Writes a batch column by column; returns the entries as JSON text.
 
         Each column (an observation or action leaf, rewards, terminations, truncations) holds
@@ -644,15 +589,17 @@ class BatchWriter:
         a multiple of ALIGNMENT bytes, each entry's rows are first placed at aligned offsets
         (zero padding between) with one vectorised copy. The per-entry Python work left is a
         CRC-32 and a formatted reference per array, which makes batches of thousands of short
-        episodes cheap to write.
+        episodes cheap to write. A leaf that does not stack (a list of values) is encoded entry
+        by entry.
         """
         segs = batch.segments
         o0 = np.array([seg["obs0"] for seg in segs], np.int64)
         o1 = np.array([seg["obs1"] for seg in segs], np.int64)
         s0 = np.array([seg["step0"] for seg in segs], np.int64)
         s1 = np.array([seg["step1"] for seg in segs], np.int64)
-        obs = [_column_refs(sink, col, o0, o1) for col in batch.observations]
-        act = [_column_refs(sink, col, s0, s1) for col in batch.actions]
+        obs = [_column_texts(sink, col, o0, o1, f"{where} observations")
+               for col in batch.observations]
+        act = [_column_texts(sink, col, s0, s1, f"{where} actions") for col in batch.actions]
         rewards = _column_refs(sink, batch.rewards, s0, s1)
         terms = _column_refs(sink, batch.terminations, s0, s1)
         truncs = _column_refs(sink, batch.truncations, s0, s1)
@@ -681,26 +628,3 @@ class BatchWriter:
                 "null" if seg["sub_env"] is None else int(seg["sub_env"]),
                 ',"no_reset":true' if seg["no_reset"] else ""))
         return out
-
-    def _encode_tree(self, layout: Layout, leaves: list, sink: _BinSink, where: str) -> str:
-        """Writes the leaves of observations or actions; returns the TREE as JSON text."""
-        encoded = []
-        for leaf_values in leaves:
-            if type(leaf_values) is list:
-                encoded.append(_text({"__type": "values", "values": [
-                    encode_value(v, sink, where) for v in leaf_values]}))
-            else:
-                encoded.append(sink.text(leaf_values))
-        if layout.single:
-            return encoded[0]
-        it = iter(encoded)
-
-        def build(node: Any) -> str:
-            if isinstance(node, DictNode):
-                return "{" + ",".join(_text(k) + ":" + build(c)
-                                      for k, c in zip(node.keys, node.children)) + "}"
-            if isinstance(node, TupleNode):
-                return "[" + ",".join(build(c) for c in node.children) + "]"
-            return next(it)
-
-        return build(layout.root)
