@@ -173,6 +173,17 @@ class _Columns:
                 col.clear()
 
 
+def steps_for_target(target_bytes: int, bytes_per_step: float) -> int:
+    """How many steps a batch buffers to come out near ``target_bytes``, within the bounds."""
+    steps = int(target_bytes / max(bytes_per_step, 1.0))
+    return max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, steps))
+
+
+def worth_resizing(current: int, new: int) -> bool:
+    """True when a batch size estimate moved by more than a quarter (so columns are reused)."""
+    return abs(new - current) * 4 > current
+
+
 def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:
     total = STEP_OVERHEAD_GUESS + 8 + 2  # reward float64, two flags
     for leaf in obs_layout.leaves + act_layout.leaves:
@@ -220,8 +231,7 @@ class StepBuffer:
     # -- sizing ----------------------------------------------------------------------------
 
     def _capacity_for(self, bytes_per_step: float) -> int:
-        steps = int(self._target / max(bytes_per_step, 1.0))
-        return max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, steps))
+        return steps_for_target(self._target, bytes_per_step)
 
     def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
         """Adapts the next batches' capacity to the bytes per step actually written.
@@ -232,7 +242,7 @@ class StepBuffer:
         if steps <= 0:
             return
         new = self._capacity_for(bytes_written / steps)
-        if abs(new - self._capacity) * 4 > self._capacity:
+        if worth_resizing(self._capacity, new):
             self._capacity = new
             self._pool.clear()
 

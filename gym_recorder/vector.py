@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from .buffer import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Batch, _estimate_step_bytes,
-                     record_info, snapshot)
+from .buffer import (Batch, _estimate_step_bytes, record_info, snapshot, steps_for_target,
+                     worth_resizing)
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .session import RecordingSession, check_options
@@ -186,9 +186,7 @@ class VectorStepBuffer:
     # -- sizing ------------------------------------------------------------------------------
 
     def _rows_for(self, bytes_per_step: float) -> int:
-        steps = int(self._target / max(bytes_per_step, 1.0))
-        steps = max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, steps))
-        return max(1, steps // self.num_envs)
+        return max(1, steps_for_target(self._target, bytes_per_step) // self.num_envs)
 
     def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
         """Adapts the next batches' size to the bytes per step actually written.
@@ -199,7 +197,7 @@ class VectorStepBuffer:
         if steps <= 0:
             return
         new = self._rows_for(bytes_written / steps)
-        if abs(new - self._rows) * 4 > self._rows:
+        if worth_resizing(self._rows, new):
             self._rows = new
 
     @property
