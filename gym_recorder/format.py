@@ -271,6 +271,9 @@ _DTYPE_NAMES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
      "float16", "float32", "float64", "complex64", "complex128"]
 )
+# Accepted dtype strings, parsed once: a recording uses a handful (bounded against hostile files).
+DTYPE_CACHE_SIZE = 256
+_DTYPE_CACHE: dict[str, np.dtype] = {}
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -314,6 +317,9 @@ def parse_dtype(text: object, where: str) -> np.dtype:
     Raises:
         FormatError: if ``text`` is not a plain numeric, bool or fixed-size string dtype.
     """
+    dtype = _DTYPE_CACHE.get(text) if type(text) is str else None
+    if dtype is not None:
+        return dtype
     if not isinstance(text, str) or not (_DTYPE_RE.fullmatch(text) or text in _DTYPE_NAMES):
         raise FormatError(f"{where}: unsupported dtype {text!r}")
     try:
@@ -322,6 +328,8 @@ def parse_dtype(text: object, where: str) -> np.dtype:
         raise FormatError(f"{where}: unsupported dtype {text!r}") from e
     if dtype.kind not in "biufcUS" or dtype.hasobject or dtype.itemsize == 0:
         raise FormatError(f"{where}: unsupported dtype {text!r}")
+    if len(_DTYPE_CACHE) < DTYPE_CACHE_SIZE:
+        _DTYPE_CACHE[text] = dtype
     return dtype
 
 
@@ -365,47 +373,64 @@ class ArrayRef:
         return out
 
 
-def parse_ref(obj: dict, where: str, *, aligned: bool = True) -> ArrayRef:
+def parse_ref(obj: dict, where: str, *, aligned: bool = True,
+              file: str | None = None) -> ArrayRef:
     """Validates an array reference read from a batch file.
 
     Checks everything that does not need the .bin file itself: the file name is plain, the dtype
     is allowed, the shape is sane, the offset is aligned and the size matches shape and dtype.
-    The caller checks ``offset + size`` against the file size.
+    The caller checks ``offset + size`` against the file size. (Readers validate every
+    reference they use, so the checks are written to cost little when they pass.)
 
     Args:
         obj: the decoded JSON object with ``"__type": "ndarray"``.
         where: names the file and position, for error messages.
         aligned: require ``npyoff % ALIGNMENT == 0`` (legacy files are read without it).
+        file: when given, ``npyfile`` must be this (already checked) file name.
 
     Raises:
         FormatError: naming ``where`` and what is wrong.
     """
-    if obj.get("order", "C") != "C":
-        raise FormatError(f"{where}: only C order is supported, got {obj.get('order')!r}")
-    file = check_plain_name(obj.get("npyfile"), where)
-    dtype = parse_dtype(obj.get("dtype"), where)
-    shape = obj.get("shape")
+    get = obj.get
+    if get("order", "C") != "C":
+        raise FormatError(f"{where}: only C order is supported, got {get('order')!r}")
+    name = get("npyfile")
+    if file is None or name != file:
+        check_plain_name(name, where)
+        if file is not None:
+            raise FormatError(f"{where}: npyfile {name!r} is not this batch's {file!r}")
+    dtype = parse_dtype(get("dtype"), where)
+    shape = get("shape")
     if not isinstance(shape, list) or len(shape) > MAX_NDIM:
         raise FormatError(f"{where}: shape must be a list of at most {MAX_NDIM} integers")
+    count = nonzero = 1
     for dim in shape:
-        _check_int(dim, where, "every dimension", 0, MAX_DIM)
-    offset = _check_int(obj.get("npyoff"), where, "npyoff")
+        if type(dim) is not int or not 0 <= dim <= MAX_DIM:
+            _check_int(dim, where, "every dimension", 0, MAX_DIM)
+        count *= dim
+        if dim:
+            nonzero *= dim
+    offset = get("npyoff")
+    if type(offset) is not int or offset < 0:
+        _check_int(offset, where, "npyoff")
     if aligned and offset % ALIGNMENT:
         raise FormatError(f"{where}: npyoff {offset} is not a multiple of {ALIGNMENT}")
-    size = _check_int(obj.get("size"), where, "size")
+    size = get("size")
+    if type(size) is not int or size < 0:
+        _check_int(size, where, "size")
     # A zero dimension makes any shape empty, but numpy still refuses shapes whose other
     # dimensions overflow its index type: bound the bytes of the non-zero dimensions too.
-    if math.prod(d for d in shape if d) * dtype.itemsize > MAX_DIM:
+    if nonzero * dtype.itemsize > MAX_DIM:
         raise FormatError(f"{where}: shape {shape} of {dtype.str} has too many elements")
-    expected = math.prod(shape) * dtype.itemsize
+    expected = count * dtype.itemsize
     if size != expected:
         raise FormatError(
             f"{where}: size {size} does not match shape {shape} of {dtype.str} ({expected} bytes)"
         )
-    crc = obj.get("crc32")
-    if crc is not None:
+    crc = get("crc32")
+    if crc is not None and (type(crc) is not int or not 0 <= crc <= 0xFFFFFFFF):
         _check_int(crc, where, "crc32", 0, 0xFFFFFFFF)
-    return ArrayRef(file, dtype, tuple(shape), offset, size, crc)
+    return ArrayRef(name, dtype, tuple(shape), offset, size, crc)
 
 
 # ---------------------------------------------------------------------------------------------

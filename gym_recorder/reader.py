@@ -257,46 +257,6 @@ class _Part:
 # Kinds of references whose arrays are stacked over an episode's parts (the others, infos, are
 # per row and are read part by part).
 _STACKED = frozenset(("obs", "act", "rewards", "terminations", "truncations"))
-# Parsed dtype strings, so that the same few dtypes are not parsed again for every reference;
-# bounded, since a hostile file can name many.
-_DTYPES: dict[str, np.dtype] = {}
-_DTYPES_MAX = 256
-_CRC_MAX = 0xFFFFFFFF
-
-
-def _parse_ref(obj: dict, where: str, bin_name: str) -> ArrayRef:
-    """``parse_ref(obj, where, aligned=True)`` that also requires ``npyfile == bin_name``.
-
-    A fast path accepts only references that pass every check of :func:`parse_ref` (``bin_name``
-    is already checked to be a plain name); anything else goes through :func:`parse_ref` itself,
-    which names what is wrong.
-    """
-    get = obj.get
-    text = get("dtype")
-    dtype = _DTYPES.get(text) if type(text) is str else None
-    if dtype is not None and get("npyfile") == bin_name and get("order", "C") == "C":
-        shape, offset, size, crc = get("shape"), get("npyoff"), get("size"), get("crc32")
-        if (type(shape) is list and len(shape) <= _format.MAX_NDIM
-                and type(offset) is int and offset >= 0 and offset % _format.ALIGNMENT == 0
-                and type(size) is int
-                and (crc is None or (type(crc) is int and 0 <= crc <= _CRC_MAX))):
-            count = nonzero = 1
-            for dim in shape:
-                if type(dim) is not int or not 0 <= dim <= _format.MAX_DIM:
-                    break
-                count *= dim
-                if dim:
-                    nonzero *= dim
-            else:
-                itemsize = dtype.itemsize
-                if nonzero * itemsize <= _format.MAX_DIM and size == count * itemsize:
-                    return ArrayRef(bin_name, dtype, tuple(shape), offset, size, crc)
-    ref = parse_ref(obj, where, aligned=True)
-    if ref.file != bin_name:
-        raise FormatError(f"{where}: npyfile {ref.file!r} is not this batch's {bin_name!r}")
-    if len(_DTYPES) < _DTYPES_MAX:
-        _DTYPES[text] = ref.dtype
-    return ref
 
 
 class RecordingReader:
@@ -596,13 +556,7 @@ class RecordingReader:
         """
         parsed: list[ArrayRef] = []
         for obj, where in refs:
-            if aligned:
-                parsed.append(_parse_ref(obj, where, bin_name))
-                continue
-            ref = parse_ref(obj, where, aligned=aligned)
-            if ref.file != bin_name:
-                raise FormatError(f"{where}: npyfile {ref.file!r} is not this batch's {bin_name!r}")
-            parsed.append(ref)
+            parsed.append(parse_ref(obj, where, aligned=aligned, file=bin_name))
         if not parsed:
             return []
         own = fd is None
@@ -870,7 +824,7 @@ class RecordingReader:
                 if kind not in _STACKED:
                     refs.append(None)  # read (and checked) with the part's infos
                     continue
-                ref = _parse_ref(obj, w, bin_name)
+                ref = parse_ref(obj, w, file=bin_name)
                 if ref.offset + ref.size > bin_size:
                     raise FormatError(f"{w}: bytes {ref.offset}..{ref.offset + ref.size} lie "
                                       f"outside {bin_name} ({bin_size} bytes)")
