@@ -252,3 +252,26 @@ def test_cli_verify_and_repair(tmp_path, capsys):
     assert cli.main(["repair", str(tmp_path)]) == 0
     assert f"moved {victim[: -len('.bin')]}.json, {victim}" in capsys.readouterr().out
     assert cli.main(["verify", str(tmp_path)]) == 0
+
+
+def test_fifo_in_place_of_a_bin_is_reported_not_waited_on(tmp_path):
+    """A FIFO planted under a batch's .bin name must not block verify (or repair) forever."""
+    import signal
+
+    record(tmp_path)
+    bin_name = files(tmp_path, ".bin")[0]
+    os.remove(tmp_path / bin_name)
+    os.mkfifo(tmp_path / bin_name)
+
+    def hung(signum, frame):
+        raise TimeoutError("verify blocked on the FIFO")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        problems = verify(tmp_path)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert any(p.path.endswith(bin_name) and "not a regular file" in p.message
+               for p in problems), problems
