@@ -199,3 +199,18 @@ def assert_recording_matches(reader: Any, truth: list[TruthEpisode], obs_space: 
     for i, t in enumerate(truth):
         assert_episode_matches(reader[i], t, obs_space, act_space, f"episode {i}")
 
+
+
+def image_episode(seed: int, size: int, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ImageEnv(size x size, episode_length) gives when reset with ``seed`` and stepped
+    with action ``t % 4``: its frames (length + 1), actions and rewards."""
+    from sample_envs.envs import ImageEnv
+
+    env = ImageEnv(height=size, width=size, episode_length=length)
+    obs, _ = env.reset(seed=seed)
+    frames, rewards = [obs], []
+    for t in range(length):
+        obs, reward, _, _, _ = env.step(t % 4)
+        frames.append(obs)
+        rewards.append(reward)
+    return np.stack(frames), np.arange(length) % 4, np.array(rewards)

@@ -16,6 +16,7 @@ import pytest
 from gym_recorder import RecordingReader
 from gym_recorder.integrity import verify
 from sample_envs.envs import ImageEnv
+from conftest import image_episode
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITERS = 4
@@ -24,14 +25,8 @@ LENGTH = 20
 
 
 def expected(seed, length=LENGTH):
-    env = ImageEnv(height=8, width=8, episode_length=length)
-    obs, _ = env.reset(seed=seed)
-    frames, rewards = [obs], []
-    for t in range(length):
-        obs, reward, _, _, _ = env.step(t % 4)
-        frames.append(obs)
-        rewards.append(reward)
-    return np.stack(frames), np.array(rewards)
+    frames, _, rewards = image_episode(seed, 8, length)
+    return frames, rewards
 
 
 def _write(directory: str, writer: int) -> None:

@@ -32,6 +32,7 @@ from gym_recorder.writer import MAX_PENDING_BATCHES
 # writer commits each batch on its own).
 MAX_COALESCED_BATCHES = getattr(writer_module, "MAX_COALESCED_BATCHES", 0)
 from sample_envs.envs import ImageEnv
+from conftest import image_episode
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMP_RE = re.compile(r"tmp[a-z0-9_]{8}")
@@ -96,14 +97,8 @@ _expected_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 def expected(seed: int, size: int, length: int) -> tuple[np.ndarray, np.ndarray]:
     key = (seed, size, length)
     if key not in _expected_cache:
-        env = ImageEnv(height=size, width=size, episode_length=length)
-        obs, _ = env.reset(seed=seed)
-        frames, rewards = [obs], []
-        for t in range(length):
-            obs, reward, _, _, _ = env.step(t % 4)
-            frames.append(obs)
-            rewards.append(reward)
-        _expected_cache[key] = (np.stack(frames), np.array(rewards))
+        frames, _, rewards = image_episode(seed, size, length)
+        _expected_cache[key] = (frames, rewards)
     return _expected_cache[key]
 
 

@@ -13,6 +13,7 @@ from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.errors import ChecksumError, FormatError
 from gym_recorder.integrity import REPAIR_FOLDER_PREFIX, Problem, repair, verify
 from sample_envs.envs import ImageEnv
+from conftest import image_episode
 
 EPISODES = 4
 LENGTH = 25
@@ -32,14 +33,7 @@ def record(directory, episodes=EPISODES, length=LENGTH, close=True):
 
 
 def expected_episode(seed, length=LENGTH):
-    env = ImageEnv(height=SIZE, width=SIZE, episode_length=length)
-    obs, _ = env.reset(seed=seed)
-    frames, rewards = [obs], []
-    for t in range(length):
-        obs, reward, _, _, _ = env.step(t % 4)
-        frames.append(obs)
-        rewards.append(reward)
-    return np.stack(frames), np.array([t % 4 for t in range(length)]), np.array(rewards)
+    return image_episode(seed, SIZE, length)
 
 
 def assert_whole(directory, episodes=EPISODES):
