@@ -199,10 +199,11 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
             raise _Refused(404, "no such file") from None
         except OSError:
             raise _Refused(403, "cannot open that file") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise _Refused(403, "not a regular file")
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise _Refused(403, "not a regular file")
             size = st.st_size
             start, end = 0, size  # [start, end)
             status = 200

@@ -8,7 +8,8 @@ const FPS = 30;                 // playback frames per second at 1x
 const FRAME_CACHE = 64;         // decoded frames kept per image leaf
 const URL_UPDATE_MS = 250;      // browsers throttle history.replaceState; update at most this often
 const MAX_DEFAULT_SERIES_LEAVES = 8;
-const MAX_FRAME_PX = 512;       // frames are drawn at an integer scale up to about this size
+const MAX_FRAME_PX = 320;       // frames are drawn at an integer scale up to about this size
+const MAX_FRAME_SCALE = 8;
 
 const state = {
   rec: new Recording(),
@@ -204,7 +205,7 @@ class FramePlayer {
     this.leaf = leaf;
     const [h, w] = leaf.rowShape;
     this.h = h; this.w = w; this.c = leaf.rowShape.length === 3 ? leaf.rowShape[2] : 1;
-    const scale = Math.max(1, Math.floor(Math.min(MAX_FRAME_PX / w, MAX_FRAME_PX / h)));
+    const scale = Math.max(1, Math.min(MAX_FRAME_SCALE, Math.floor(Math.min(MAX_FRAME_PX / w, MAX_FRAME_PX / h))));
     const box = document.createElement("div");
     box.className = "chart-box";
     box.innerHTML = `<h2>${esc(leaf.path)} · ${w}×${h}${scale > 1 ? ` ×${scale}` : ""}</h2>`;
@@ -276,7 +277,7 @@ async function setStep(k, force = false) {
   try {
     at.info = await state.data.infos.at(k);
   } catch (e) { at.info = `unreadable: ${e.message}`; }
-  if (state.step === k) $("info").textContent = JSON.stringify(at, null, 1);
+  if (state.step === k) $("info").textContent = Object.entries(at).map(([key, v]) => `${key}: ${JSON.stringify(v)}`).join("\n");
   await shown;
 }
 
