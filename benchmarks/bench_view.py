@@ -104,7 +104,7 @@ def time_to_table(driver, url: str) -> tuple[float, float, int]:
          lambda v: v in ("shown", "error"))
     wall = (time.perf_counter() - t0) * 1000
     page = driver.execute_script("return window.viewer.timings.tableMs")
-    rows = driver.execute_script("return document.querySelectorAll('#episodes tbody tr').length")
+    rows = driver.execute_script("return document.querySelectorAll('#episodes tbody tr[data-index]').length")
     if page is None:
         raise RuntimeError(driver.execute_script("return document.getElementById('error').textContent"))
     return page, wall, rows
@@ -187,8 +187,7 @@ def main() -> int:
             n_eps = driver.execute_script("return window.viewer.state.rec.episodes.length")
             pick = n_eps // 2
             before = server.bytes_sent
-            driver.execute_script(
-                f"document.querySelector(\"#episodes tbody tr[data-index='{pick}']\").click()")
+            driver.execute_script(f"window.viewer.select({pick})")
             wait(driver, "return document.getElementById('episode-title').textContent",
                  lambda v: v.startswith(f"Episode {pick} "))
             wait(driver, "return document.body.dataset.state", lambda v: v in ("ready", "error"))

@@ -85,13 +85,14 @@ def wait_for(driver, script: str, ok, timeout: float = WAIT_S):
         if ok(value):
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting: {script} -> {value!r}")
+            err = driver.execute_script("return document.getElementById('error').textContent")
+            raise AssertionError(f"timed out waiting: {script} -> {value!r} (page error: {err!r})")
         time.sleep(0.05)
 
 
 def table(driver) -> list[list[str]]:
     return driver.execute_script(
-        "return [...document.querySelectorAll('#episodes tbody tr')].map(r => "
+        "return [...document.querySelectorAll('#episodes tbody tr[data-index]')].map(r => "
         "[...r.cells].map((c, i) => i === 4 ? c.dataset.value : i === 1 ? c.title : c.textContent))")
 
 
@@ -285,7 +286,7 @@ def test_legacy_and_new_writers_and_refresh(driver, tmp_path):
         before = len(table(driver))
         record(rec, "CartPole-v1", 2, seed0=50)
         driver.find_element("id", "refresh").click()
-        wait_for(driver, "return document.querySelectorAll('#episodes tbody tr').length",
+        wait_for(driver, "return document.querySelectorAll('#episodes tbody tr[data-index]').length",
                  lambda n: n == before + 2)
         wait_for(driver, "return document.body.dataset.state", lambda s: s == "ready")
         check_table(table(driver), rec)

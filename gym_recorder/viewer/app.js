@@ -10,6 +10,8 @@ const URL_UPDATE_MS = 250;      // browsers throttle history.replaceState; updat
 const MAX_DEFAULT_SERIES_LEAVES = 8;
 const MAX_FRAME_PX = 320;       // frames are drawn at an integer scale up to about this size
 const MAX_FRAME_SCALE = 8;
+const ROW_H = 22;               // px, the table's fixed row height (see style.css)
+const OVERSCAN_ROWS = 20;       // rows drawn above and below the visible ones
 
 const state = {
   rec: new Recording(),
@@ -21,7 +23,7 @@ const state = {
   charts: [], players: [], series: new Map(),
   playing: false, timer: null, urlTimer: null, loadToken: 0,
 };
-window.viewer = { state, stats, timings: {} };
+window.viewer = { state, stats, timings: {}, select: (i, step = 0) => selectEpisode(i, step) };
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
@@ -63,20 +65,36 @@ function renderTable() {
     return (x < y ? -1 : 1) * dir;
   });
   state.rows = rows;
-  const sel = state.episode ? state.episode.index : -1;
-  $("episodes").tBodies[0].innerHTML = rows.map((ep) =>
-    `<tr data-index="${ep.index}"${ep.index === sel ? ' class="selected"' : ""}><td class="num">${ep.index}</td>` +
-    `<td title="${esc(ep.writerName)}">${esc(ep.writerName.slice(-14))}</td><td>${esc(ep.env ?? "")}</td>` +
-    `<td class="num">${ep.length}</td><td class="num" data-value="${ep.return}">${fmtReturn(ep.return)}</td>` +
-    `<td>${esc(ep.end ?? "")}</td><td class="num">${ep.seed ?? ""}</td></tr>`).join("");
+  drawRows();
   for (const th of $("episodes").tHead.rows[0].cells) {
     th.className = th.dataset.key === key ? (dir > 0 ? "asc" : "desc") : "";
   }
   $("count").textContent = `${rows.length} of ${state.rec.episodes.length}`;
 }
 
+// The table draws only the rows in view (plus some): 100k episodes cost what 60 do.
+function drawRows() {
+  const wrap = $("table-wrap"), rows = state.rows;
+  const first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - OVERSCAN_ROWS);
+  const last = Math.min(rows.length, first + Math.ceil((wrap.clientHeight || 360) / ROW_H) + 2 * OVERSCAN_ROWS);
+  const sel = state.episode ? state.episode.index : -1;
+  const spacer = (n) => (n > 0 ? `<tr class="spacer" style="height:${n * ROW_H}px"><td colspan="7"></td></tr>` : "");
+  $("episodes").tBodies[0].innerHTML = spacer(first) + rows.slice(first, last).map((ep) =>
+    `<tr data-index="${ep.index}"${ep.index === sel ? ' class="selected"' : ""}><td class="num">${ep.index}</td>` +
+    `<td title="${esc(ep.writerName)}">${esc(ep.writerName.slice(-14))}</td><td>${esc(ep.env ?? "")}</td>` +
+    `<td class="num">${ep.length}</td><td class="num" data-value="${ep.return}">${fmtReturn(ep.return)}</td>` +
+    `<td>${esc(ep.end ?? "")}</td><td class="num">${ep.seed ?? ""}</td></tr>`).join("") + spacer(rows.length - last);
+}
+
+function scrollToEpisode(index) {
+  const pos = state.rows.findIndex((ep) => ep.index === index), wrap = $("table-wrap");
+  if (pos < 0) return;
+  const top = pos * ROW_H, h = wrap.clientHeight - 2 * ROW_H;
+  if (top < wrap.scrollTop || top > wrap.scrollTop + h) wrap.scrollTop = Math.max(0, top - h / 2);
+  drawRows();
+}
+
 function renderOverview() {
-  renderTable();
   const eps = state.rec.episodes;
   const onPick = (i) => selectEpisode(i, 0);
   if (!state.returnChart) {
@@ -129,6 +147,7 @@ async function selectEpisode(index, step) {
   pause();
   document.body.dataset.state = "loading-episode";
   state.episode = ep;
+  scrollToEpisode(index);
   for (const tr of $("episodes").tBodies[0].rows) tr.classList.toggle("selected", Number(tr.dataset.index) === index);
   const data = state.rec.episodeData(ep);
   const leaves = new Map([...data.observations, ...data.actions]);
@@ -316,6 +335,7 @@ function pause() {
 async function refresh() {
   const sel = state.episode ? state.episode.index : 0, step = state.step;
   await state.rec.load();
+  renderTable();
   renderOverview();
   if (state.rec.episodes.length) await selectEpisode(Math.min(sel, state.rec.episodes.length - 1), step);
 }
@@ -329,9 +349,10 @@ function wire() {
     renderTable();
   });
   $("episodes").tBodies[0].addEventListener("click", (ev) => {
-    const tr = ev.target.closest("tr");
+    const tr = ev.target.closest("tr[data-index]");
     if (tr) selectEpisode(Number(tr.dataset.index), 0).catch(showError);
   });
+  $("table-wrap").addEventListener("scroll", () => requestAnimationFrame(drawRows));
   $("filter").addEventListener("input", (ev) => { state.filter = ev.target.value.trim(); renderTable(); });
   $("tree").addEventListener("change", (ev) => {
     const path = ev.target.dataset.leaf;
@@ -361,9 +382,10 @@ async function main() {
   const episode = Math.max(0, parseInt(params.get("episode") ?? "0", 10) || 0);
   const step = Math.max(0, parseInt(params.get("step") ?? "0", 10) || 0);
   await state.rec.load();
-  renderOverview();
+  renderTable();
   window.viewer.timings.tableMs = performance.now();
   document.body.dataset.table = "shown";
+  renderOverview();
   if (!state.rec.episodes.length) { document.body.dataset.state = "ready"; $("episode-title").textContent = "No episodes yet"; return; }
   await selectEpisode(Math.min(episode, state.rec.episodes.length - 1), step);
 }

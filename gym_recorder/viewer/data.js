@@ -17,7 +17,7 @@ const PARALLEL = 6;
 export class ViewerError extends Error {}
 
 /** Counts what was fetched, for the page's status line and the benchmarks. */
-export const stats = { requests: 0, bytes: 0 };
+export const stats = { requests: 0, bytes: 0, timings: {} };
 
 async function fetchJSON(url) {
   stats.requests++;
@@ -233,7 +233,13 @@ export class Recording {
       || (a.prefix < b.prefix ? -1 : a.prefix > b.prefix ? 1 : 0));
     const jobs = [];
     for (const w of writers) for (const b of w.batches) jobs.push(b);
-    const batchDocs = await inParallel(jobs, (b) => this._batch(b));
+    stats.timings.manifests = performance.now();
+    const batchDocs = await inParallel(jobs, async (b) => {
+      const doc = await this._batch(b);
+      await this._batchReturns(b, doc);
+      return doc;
+    });
+    stats.timings.batches = performance.now();
     const episodes = [];
     let j = 0;
     for (const w of writers) {
@@ -254,63 +260,52 @@ export class Recording {
         });
       }
     }
-    for (const ep of episodes) summarise(ep);
+    for (const ep of episodes) {
+      summarise(ep);
+      let total = 0;
+      for (const p of ep.parts) total += this._returnCache.get(`${p.batch.fn}:${p.batch.json_size}`).get(p.pos) || 0;
+      ep.return = total;
+    }
     this.writers = writers;
     this.episodes = episodes;
-    await this._returns(episodes);
+    stats.timings.episodes = performance.now();
     return this;
   }
 
-  /** Sums every episode's rewards: one Range request per batch (legacy: per ref). */
-  async _returns(episodes) {
-    const byBatch = new Map();
-    for (const ep of episodes) {
-      for (const part of ep.parts) {
-        const key = part.batch.fn;
-        if (!byBatch.has(key)) byBatch.set(key, []);
-        byBatch.get(key).push(part);
-      }
-    }
-    const keys = [...byBatch.keys()];
-    await inParallel(keys, async (key) => {
-      if (this._returnCache.has(key)) return;
-      const parts = byBatch.get(key);
-      const refs = [];
-      const sums = new Map();
-      for (const p of parts) {
-        const r = p.entry.rewards;
-        if (isRef(r)) {
-          if (r.shape.length === 2 && r.shape[0] === 1 && r.shape[1] === 0) sums.set(p.pos, 0); // legacy np.array([[]])
-          else refs.push([p.pos, r]);
-        } else if (Array.isArray(r)) sums.set(p.pos, r.reduce((a, x) => a + Number(x), 0));
-        else sums.set(p.pos, 0);
-      }
-      // Group refs by file; one request for each run of refs that lie close together.
-      refs.sort((a, b) => (a[1].npyfile < b[1].npyfile ? -1 : a[1].npyfile > b[1].npyfile ? 1 : a[1].npyoff - b[1].npyoff));
-      let i = 0;
-      while (i < refs.length) {
-        const file = refs[i][1].npyfile, start = refs[i][1].npyoff;
-        let end = start + checkRef(refs[i][1])[4], k = i + 1;
-        while (k < refs.length && refs[k][1].npyfile === file && refs[k][1].npyoff <= end + COALESCE_SLACK) {
-          end = Math.max(end, refs[k][1].npyoff + checkRef(refs[k][1])[4]);
-          k++;
-        }
-        const buf = await fetchRange(file, start, end);
-        for (const [pos, ref] of refs.slice(i, k)) {
-          const d = decodeArray(ref, buf, start).data;
-          let s = 0;
-          for (let q = 0; q < d.length; q++) s += valueAt(d, q);
-          sums.set(pos, s);
-        }
-        i = k;
-      }
-      this._returnCache.set(key, sums);
+  /** Sums the rewards of every entry of a batch: one Range request per run of nearby refs. */
+  async _batchReturns(b, doc) {
+    const key = `${b.fn}:${b.json_size}`;
+    if (this._returnCache.has(key)) return;
+    const refs = [];
+    const sums = new Map();
+    doc.episodes.forEach((entry, pos) => {
+      const r = entry.rewards;
+      if (isRef(r)) {
+        if (r.shape.length === 2 && r.shape[0] === 1 && r.shape[1] === 0) sums.set(pos, 0); // legacy np.array([[]])
+        else refs.push([pos, r, checkRef(r)[4]]);
+      } else if (Array.isArray(r)) sums.set(pos, r.reduce((a, x) => a + Number(x), 0));
+      else sums.set(pos, 0);
     });
-    for (const ep of episodes) {
-      let total = 0;
-      for (const p of ep.parts) total += this._returnCache.get(p.batch.fn).get(p.pos) || 0;
-      ep.return = total;
+    refs.sort((x, y) => (x[1].npyfile < y[1].npyfile ? -1 : x[1].npyfile > y[1].npyfile ? 1 : x[1].npyoff - y[1].npyoff));
+    let i = 0;
+    while (i < refs.length) {
+      const file = refs[i][1].npyfile, start = refs[i][1].npyoff;
+      let end = start + refs[i][2], k = i + 1;
+      while (k < refs.length && refs[k][1].npyfile === file && refs[k][1].npyoff <= end + COALESCE_SLACK) {
+        end = Math.max(end, refs[k][1].npyoff + refs[k][2]);
+        k++;
+      }
+      const buf = await fetchRange(file, start, end);
+      for (let q = i; q < k; q++) {
+        const [pos, ref] = refs[q];
+        const d = decodeArray(ref, buf, start).data;
+        let total = 0;
+        for (let j = 0; j < d.length; j++) total += valueAt(d, j);
+        sums.set(pos, total);
+      }
+      i = k;
     }
+    this._returnCache.set(key, sums);
   }
 
   /** The leaves, rewards and infos of one episode (arrays are read on demand). */
