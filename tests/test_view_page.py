@@ -129,6 +129,10 @@ def test_cartpole_two_writers_table_sort_filter_links_keys(driver, tmp_path):
             ep5 = reader[5]
             lengths = [s.length for s in reader.summaries()]
             n_terminated = sum(s.end == "terminated" for s in reader.summaries())
+        # Histograms over the recording: 20 equal bins from min to max, as numpy makes them.
+        hist = driver.execute_script("return window.viewer.state.histograms")
+        assert hist["lengths"] == np.histogram(lengths, bins=20)[0].tolist()
+        assert sum(hist["returns"]) == len(lengths)
         # Sorting: click "length" (ascending), again (descending).
         header = driver.find_element("css selector", "th[data-key=length]")
         header.click()
@@ -290,5 +294,44 @@ def test_legacy_and_new_writers_and_refresh(driver, tmp_path):
                  lambda n: n == before + 2)
         wait_for(driver, "return document.body.dataset.state", lambda s: s == "ready")
         check_table(table(driver), rec)
+    finally:
+        served.close()
+
+
+def test_long_episode_cursor_and_toggles(driver, tmp_path):
+    rec = tmp_path / "rec"
+    record(rec, "sample_envs/FixedLength-v0", 2, episode_length=100_000, obs_shape=(2,))
+    served = Served(rec)
+    try:
+        open_page(driver, f"{served.url}?episode=1&step=54321")
+        check_table(table(driver), rec)
+        with RecordingReader(rec) as reader:
+            ep = reader[1]
+        assert at_cursor(driver)["observations"] == ep.observations[54321].tolist()
+        body = driver.find_element("tag name", "body")
+        for k in (54322, 54323):
+            body.send_keys("\ue014")
+            wait_for(driver, "return document.getElementById('info').textContent",
+                     lambda t, k=k: t.startswith(f"step: {k}\n"))
+            assert at_cursor(driver)["observations"] == ep.observations[k].tolist()
+        # A click on a chart moves the shared cursor (to the step under the pointer).
+        driver.execute_script(
+            "const c = document.querySelector('#charts canvas'), r = c.getBoundingClientRect();"
+            "c.dispatchEvent(new MouseEvent('mousedown', {clientX: r.left + 48 + (r.width - 56) / 2,"
+            " clientY: r.top + 40}));")
+        wait_for(driver, "return Number(document.getElementById('scrub').value)",
+                 lambda v: abs(v - 50_000) < 500)
+        # A series toggled off stays off in the next episode.
+        box = driver.find_element("css selector", "#charts input[data-series='observations[0]']")
+        box.click()
+        assert driver.execute_script("return [...window.viewer.state.hidden]") == [
+            "observations[0]"]
+        driver.execute_script("window.viewer.select(0, 7)")
+        wait_for(driver, "return document.getElementById('episode-title').textContent",
+                 lambda t: t.startswith("Episode 0 "))
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "ready")
+        box = driver.find_element("css selector", "#charts input[data-series='observations[0]']")
+        assert not box.is_selected()
+        wait_for(driver, "return location.search", lambda v: v == "?episode=0&step=7")
     finally:
         served.close()

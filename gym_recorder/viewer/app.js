@@ -103,8 +103,10 @@ function renderOverview() {
   }
   state.returnChart.setSeries([{ name: "return", data: Float64Array.from(eps, (e) => e.return), colour: colourOf("return") }]);
   state.lengthChart.setSeries([{ name: "length", data: Float64Array.from(eps, (e) => e.length), colour: colourOf("length") }]);
-  histogram($("hist-return"), eps.map((e) => e.return), { colour: colourOf("return"), label: "episodes" });
-  histogram($("hist-length"), eps.map((e) => e.length), { colour: colourOf("length"), label: "episodes" });
+  state.histograms = {
+    returns: histogram($("hist-return"), eps.map((e) => e.return), { colour: colourOf("return"), label: "episodes" }),
+    lengths: histogram($("hist-length"), eps.map((e) => e.length), { colour: colourOf("length"), label: "episodes" }),
+  };
   const writers = state.rec.writers.length, legacy = state.rec.writers.filter((w) => w.legacy).length;
   $("status").textContent = `${eps.length} episodes, ${writers} writer${writers === 1 ? "" : "s"}` +
     (legacy ? ` (${legacy} gym-recording)` : "") + ` · ${stats.requests} requests, ${(stats.bytes / 1e6).toFixed(2)} MB read`;
