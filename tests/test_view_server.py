@@ -205,3 +205,16 @@ def test_cli_missing_dir_is_one_line(tmp_path):
     assert proc.returncode == 1
     assert out == ""
     assert err.count("\n") == 1 and "no recording directory" in err and "nope" in err
+
+
+def test_cli_help_has_examples(capsys):
+    from gym_recorder import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["view", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gym-recorder view")
+    assert "examples:\n  gym-recorder view" in out
+    for option in ("--port", "--host", "--no-browser"):
+        assert option in out
