@@ -335,3 +335,44 @@ def test_long_episode_cursor_and_toggles(driver, tmp_path):
         wait_for(driver, "return location.search", lambda v: v == "?episode=0&step=7")
     finally:
         served.close()
+
+
+def test_episodes_in_parts_and_vector_writers(driver, tmp_path):
+    from gym_recorder import RecordingVectorWrapper
+
+    rec = tmp_path / "rec"
+    # Tiny batches: episodes are split into parts over several batches.
+    env = RecordingWrapper(gym.make("CartPole-v1"), rec, target_batch_bytes=2048)
+    env.reset(seed=1)
+    for _ in range(300):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    env.close()
+    venv = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=3), rec,
+                                  target_batch_bytes=4096)
+    venv.reset(seed=0)
+    for _ in range(150):
+        venv.step(venv.action_space.sample())
+    venv.close()
+    import json
+    parts = {}
+    for batch in rec.glob("*.ep*.json"):
+        prefix = batch.name.split(".ep")[0]
+        parts[prefix] = parts.get(prefix, 0) + sum(
+            e["part"] > 0 for e in json.loads(batch.read_text())["episodes"])
+    assert len(parts) == 2 and all(n > 0 for n in parts.values()), parts
+    served = Served(rec)
+    try:
+        open_page(driver, served.url)
+        check_table(table(driver), rec)
+        with RecordingReader(rec) as reader:
+            multi = next(i for i, s in enumerate(reader.summaries()) if s.sub_env is not None
+                         and s.length > 20)
+            ep = reader[multi]
+        open_page(driver, f"{served.url}?episode={multi}&step={ep.length - 1}")
+        at = at_cursor(driver)
+        np.testing.assert_array_equal(np.float32(at["observations"]), ep.observations[-2])
+        assert at["actions"] == int(ep.actions[-1])
+    finally:
+        served.close()
