@@ -542,6 +542,26 @@ def build_parser() -> argparse.ArgumentParser:
             "everything else reads; print one line per action taken.",
             _examples("gym-recorder repair rec && gym-recorder verify rec"))
     p.add_argument("directory", help="the recording directory")
+
+    # -- view: the browser viewer (gym_recorder.view serves it) --
+    def cmd_view(args: argparse.Namespace) -> int:
+        from .view import run
+        return run(args.directory, host=args.host, port=args.port,
+                   open_browser=not args.no_browser)
+
+    p = add("view", cmd_view, "look at a recording in the browser",
+            "Serve a page that shows the episodes of a recording (table, charts, frames) and "
+            "the recording's files, read-only, and open it in the browser. The URL is the first "
+            "line printed. The page reads the raw files itself; reload it (or press its "
+            "refresh button) to see batches committed since. Ctrl-C stops the server.",
+            _examples("gym-recorder view rec",
+                      "gym-recorder view rec --port 8000 --no-browser"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--port", type=int, default=8765, metavar="P",
+                   help="the port (default 8765; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", metavar="H",
+                   help="the address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     return parser
 
 

@@ -1,0 +1,220 @@
+"""The ``gym-recorder view`` server: only DIR's files, exact byte ranges, clean start and stop."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from gym_recorder import RecordingWrapper
+from gym_recorder.view import make_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory) -> Path:
+    rec = tmp_path_factory.mktemp("view") / "rec"
+    env = RecordingWrapper(gym.make("CartPole-v1"), rec)
+    for seed in range(3):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done = term or trunc
+    env.close()
+    (rec.parent / "secret.txt").write_text("SECRET-CONTENT")
+    os.symlink(rec.parent / "secret.txt", rec / "link-out.bin")
+    os.symlink(rec.parent, rec / "dir-out")
+    (rec / "sub").mkdir()
+    (rec / "sub" / "inner.txt").write_text("inner")
+    os.symlink(rec / "sub" / "inner.txt", rec / "link-in.txt")
+    os.mkfifo(rec / "fifo.bin")
+    return rec
+
+
+@pytest.fixture(scope="module")
+def server(recording):
+    srv = make_server(recording, port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join(10)
+
+
+def request(server, path: str, headers: dict | None = None, method: str = "GET"):
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        conn.close()
+
+
+def a_bin(recording: Path) -> Path:
+    return sorted(recording.glob("*.ep*.bin"))[0]
+
+
+@pytest.mark.parametrize("path", [
+    "/recording/../secret.txt",
+    "/recording/%2e%2e/secret.txt",
+    "/recording/%2E%2E%2Fsecret.txt",
+    "/recording/sub/../../secret.txt",
+    "/recording/./sub/inner.txt",
+    "/recording//etc/passwd",
+    "/recording/%2Fetc%2Fpasswd",
+    "/recording/..%5csecret.txt",
+    "/recording/a%00b",
+    "/recording/%ff",
+    "/viewer/../view.py",
+    "/viewer/%2e%2e/view.py",
+])
+def test_traversal_is_refused(server, path):
+    status, _, body = request(server, path)
+    assert status == 400, (path, status, body)
+    assert b"SECRET" not in body
+
+
+@pytest.mark.parametrize("path, status", [
+    ("/recording/link-out.bin", 403),      # a symlink out of DIR
+    ("/recording/dir-out/secret.txt", 403),
+    ("/recording/fifo.bin", 403),          # not a regular file (and must not hang)
+    ("/recording/sub", 403),               # no directory listings
+    ("/recording/", 400),
+    ("/recording/no-such.bin", 404),
+    ("/etc/passwd", 404),
+    ("/viewer/no-such.js", 404),
+    ("/viewer/sub/decode.js", 400),
+])
+def test_outside_or_not_a_file(server, path, status):
+    got, _, body = request(server, path)
+    assert got == status, (path, got, body)
+    assert b"SECRET" not in body
+
+
+def test_files_inside_are_served(server, recording):
+    status, headers, body = request(server, "/recording/sub/inner.txt")
+    assert (status, body) == (200, b"inner")
+    status, _, body = request(server, "/recording/link-in.txt")  # a symlink that stays inside
+    assert (status, body) == (200, b"inner")
+    manifest = sorted(recording.glob("*.manifest.json"))[0]
+    status, headers, body = request(server, "/recording/" + manifest.name)
+    assert status == 200 and body == manifest.read_bytes()
+    assert headers["Content-Type"] == "application/json"
+
+
+def test_manifest_list_is_the_only_listing(server, recording):
+    status, headers, body = request(server, "/api/manifests")
+    assert status == 200 and headers["Content-Type"] == "application/json"
+    assert json.loads(body) == sorted(p.name for p in recording.glob("*.manifest.json"))
+
+
+def test_page_and_modules(server):
+    status, headers, body = request(server, "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert b'src="/viewer/app.js"' in body
+    for name in ("app.js", "decode.js", "data.js", "charts.js"):
+        status, headers, body = request(server, "/viewer/" + name)
+        assert status == 200 and headers["Content-Type"].startswith("text/javascript"), name
+        assert b"export" in body or b"import" in body
+
+
+@pytest.mark.parametrize("spec, lo, hi", [
+    ("bytes=0-0", 0, 1), ("bytes=8-23", 8, 24), ("bytes=16-", 16, None), ("bytes=-10", -10, None),
+    ("bytes=3-1000000000", 3, None),
+])
+def test_range_returns_exactly_the_bytes(server, recording, spec, lo, hi):
+    path = a_bin(recording)
+    data = path.read_bytes()
+    want = data[lo:hi]
+    status, headers, body = request(server, "/recording/" + path.name, {"Range": spec})
+    assert status == 206
+    assert body == want
+    start = lo if lo >= 0 else len(data) + lo
+    assert headers["Content-Range"] == f"bytes {start}-{start + len(want) - 1}/{len(data)}"
+    assert headers["Content-Length"] == str(len(want))
+
+
+def test_range_unsatisfiable_and_ignored(server, recording):
+    path = a_bin(recording)
+    size = path.stat().st_size
+    url = "/recording/" + path.name
+    status, headers, body = request(server, url, {"Range": f"bytes={size}-"})
+    assert status == 416 and headers["Content-Range"] == f"bytes */{size}" and body == b""
+    status, headers, body = request(server, url, {"Range": "bytes=-0"})
+    assert status == 416
+    for ignored in ("bytes=5-2", "items=0-3", "bytes=0-1,4-5"):  # RFC 9110: send it all
+        status, _, body = request(server, url, {"Range": ignored})
+        assert status == 200 and body == path.read_bytes(), ignored
+    status, headers, body = request(server, url, {"Range": "bytes=0-7"}, method="HEAD")
+    assert status == 206 and body == b"" and headers["Content-Length"] == "8"
+
+
+def test_bytes_sent_counts_recording_bodies(server, recording):
+    path = a_bin(recording)
+    before = server.bytes_sent
+    request(server, "/recording/" + path.name, {"Range": "bytes=8-39"})
+    request(server, "/")  # the page is not counted
+    assert server.bytes_sent - before == 32
+
+
+def run_cli(*args: str, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-m", "gym_recorder", "view", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            **kw)
+
+
+def test_cli_prints_the_url_first_and_ctrl_c_exits_0(recording):
+    proc = run_cli(str(recording), "--port", "0", "--no-browser")
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        host, port = url[len("http://"):-1].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", "/api/manifests")
+        assert json.loads(conn.getresponse().read()) == sorted(
+            p.name for p in recording.glob("*.manifest.json"))
+        conn.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_cli_missing_dir_is_one_line(tmp_path):
+    proc = run_cli(str(tmp_path / "nope"), "--no-browser")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert out == ""
+    assert err.count("\n") == 1 and "no recording directory" in err and "nope" in err
+
+
+def test_cli_help_has_examples(capsys):
+    from gym_recorder import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["view", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: gym-recorder view")
+    assert "examples:\n  gym-recorder view" in out
+    for option in ("--port", "--host", "--no-browser"):
+        assert option in out
