@@ -53,12 +53,12 @@ static int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, c
     json_t *order = json_object_get(o, "order");
     if (order && (!json_is_string(order) || strcmp(json_string_value(order), "C")))
         return grr_fail(r, "%s: only C order is supported", where);
-    const char *name = json_string_value(json_object_get(o, "npyfile"));
+    const char *name = grr_string(json_object_get(o, "npyfile"));
     if (!name || !grr_plain_name(name))
         return grr_fail(r, "%s: npyfile is not a plain file name in the directory", where);
     if (file && strcmp(name, file))
         return grr_fail(r, "%s: npyfile '%s' is not this batch's '%s'", where, name, file);
-    const char *dt = json_string_value(json_object_get(o, "dtype"));
+    const char *dt = grr_string(json_object_get(o, "dtype"));
     if (!dt || grr_parse_dtype(dt, &ref->dtype) < 0)
         return grr_fail(r, "%s: unsupported dtype", where);
     json_t *shape = json_object_get(o, "shape");
@@ -75,8 +75,8 @@ static int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, c
         uint64_t dim = (uint64_t)json_integer_value(d);
         ref->shape[i] = dim;
         if (dim == 0) count = 0;
-        else if (nonzero <= GRR_MAX_DIM) nonzero = nonzero * dim > GRR_MAX_DIM ? GRR_MAX_DIM + 1
-                                                                            : nonzero * dim;
+        else if (nonzero <= GRR_MAX_DIM)
+            nonzero = dim > GRR_MAX_DIM / nonzero ? GRR_MAX_DIM + 1 : nonzero * dim;
     }
     if (nonzero > GRR_MAX_DIM || nonzero * ref->dtype.itemsize > GRR_MAX_DIM)
         return grr_fail(r, "%s: shape of %s has too many elements", where, ref->dtype.str);
@@ -191,7 +191,7 @@ static int check_value(bin_t *f, json_t *v, const char *where, int depth, int *h
 static int check_scalar(bin_t *f, json_t *o, const char *where, int depth) {
     grr_reader *r = f->r;
     grr_dtype dt;
-    const char *dts = json_string_value(json_object_get(o, "dtype"));
+    const char *dts = grr_string(json_object_get(o, "dtype"));
     if (!dts || grr_parse_dtype(dts, &dt) < 0) return grr_fail(r, "%s: unsupported dtype", where);
     json_t *v = json_object_get(o, "value");
     if (json_is_object(v)) {
@@ -533,7 +533,7 @@ static int check_meta(grr_reader *r, part_t *p) {
     if (seed && !json_is_null(seed) && !json_is_integer(seed))
         return grr_fail(r, "%s: 'seed' must be an integer or null", p->where);
     if (end && !json_is_null(end)) {
-        const char *s = json_string_value(end);
+        const char *s = grr_string(end);
         int ok = 0;
         for (int i = 0; s && i < 4; i++) ok |= !strcmp(s, ENDS[i]);
         if (!ok) return grr_fail(r, "%s: unknown end", p->where);

@@ -69,11 +69,13 @@ int grr_pread_all(grr_reader *r, int fd, const char *name, uint64_t off, unsigne
 int grr_read_json(grr_reader *r, const char *name, int64_t expected_size, json_t **out,
                   uint32_t *crc);
 int grr_get_int(json_t *obj, const char *key, int64_t *v);
+const char *grr_string(json_t *v);
 
 /* grr_layout.c */
 grr_node *grr_layout(grr_reader *r, json_t *desc, const char *where, const char *name,
                      int depth, int *leaves);
 void grr_node_free(grr_node *n);
+int grr_check_space(grr_reader *r, json_t *desc, const char *where, int depth);
 int grr_tree_leaves(grr_reader *r, const grr_node *n, json_t *tree, const char *where,
                     json_t **out);
 

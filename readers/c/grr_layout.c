@@ -2,6 +2,7 @@
  * ignored, so that later additions to the format (a Text charset's form, ...) do not matter. */
 #include "grr_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,7 @@ grr_node *grr_layout(grr_reader *r, json_t *desc, const char *where, const char 
         grr_fail(r, "%s: out of memory", where);
         return NULL;
     }
-    const char *type = json_string_value(json_object_get(desc, "type"));
+    const char *type = grr_string(json_object_get(desc, "type"));
     if (!type) type = "";
     if (!strcmp(type, "Dict") || !strcmp(type, "Tuple")) {
         int dict = !strcmp(type, "Dict");
@@ -131,7 +132,7 @@ grr_node *grr_layout(grr_reader *r, json_t *desc, const char *where, const char 
     n->kind = NODE_ARRAY;
     if (!strcmp(type, "Box") || !strcmp(type, "Discrete") || !strcmp(type, "MultiDiscrete")) {
         json_t *dt = json_object_get(desc, "dtype");
-        const char *dts = !strcmp(type, "Discrete") && !dt ? "<i8" : json_string_value(dt);
+        const char *dts = !strcmp(type, "Discrete") && !dt ? "<i8" : grr_string(dt);
         if (!dts || grr_parse_dtype(dts, &n->dtype) < 0) {
             grr_fail(r, "%s: unsupported dtype", where);
             goto bad;
@@ -213,5 +214,132 @@ int grr_tree_leaves(grr_reader *r, const grr_node *n, json_t *tree, const char *
         return 0;
     }
     out[n->leaf] = tree ? tree : json_null();
+    return 0;
+}
+
+/* ---- the first writer's spaces, as a reader rebuilding them checks them ("Spaces") -------- */
+
+#define MAX_BOX_BOUND_BYTES (1ull << 26)
+
+typedef struct {
+    double *v;
+    uint64_t n, cap;
+    int ndim;                 /* of the bound as given (0: one number for the whole Box) */
+    uint64_t shape[GRR_MAX_NDIM];
+} bound_t;
+
+static int bound_walk(json_t *x, int depth, const grr_node *box, bound_t *b) {
+    if (json_is_array(x)) {
+        if (depth >= box->ndim) return -1; /* nested deeper than the Box's shape */
+        size_t len = json_array_size(x);
+        if (b->ndim <= depth) {
+            b->ndim = depth + 1;
+            b->shape[depth] = len;
+        } else if (b->shape[depth] != len) {
+            return -1; /* ragged */
+        }
+        for (size_t i = 0; i < len; i++)
+            if (bound_walk(json_array_get(x, i), depth + 1, box, b) < 0) return -1;
+        return 0;
+    }
+    if (b->ndim > depth && depth < GRR_MAX_NDIM && b->n) return -1; /* a number among lists */
+    double d;
+    if (json_is_string(x)) {
+        const char *s = grr_string(x);
+        if (!s) return -1;
+        if (!strcmp(s, "nan")) d = NAN;
+        else if (!strcmp(s, "inf")) d = INFINITY;
+        else if (!strcmp(s, "-inf")) d = -INFINITY;
+        else return -1;
+    } else if (json_is_number(x)) {
+        d = json_number_value(x);
+    } else {
+        return -1;
+    }
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 16;
+        double *grown = realloc(b->v, b->cap * sizeof *grown);
+        if (!grown) return -1;
+        b->v = grown;
+    }
+    b->v[b->n++] = d;
+    return 0;
+}
+
+static int box_bound(grr_reader *r, const grr_node *box, json_t *x, const char *where,
+                     bound_t *b) {
+    memset(b, 0, sizeof *b);
+    if (bound_walk(x, 0, box, b) < 0) return grr_fail(r, "%s: bad Box bound", where);
+    int scalar = b->ndim == 0 && b->n == 1;
+    int same = b->ndim == box->ndim;
+    for (int i = 0; same && i < box->ndim; i++) same = b->shape[i] == box->shape[i];
+    uint64_t count = 1;
+    for (int i = 0; i < box->ndim; i++) count *= box->shape[i];
+    if (!scalar && (!same || b->n != count)) /* (a ragged list has fewer or more numbers) */
+        return grr_fail(r, "%s: Box bound of a shape other than the Box's", where);
+    if (strchr("iu", box->dtype.kind)) {
+        int bits = (int)box->dtype.itemsize * 8;
+        double lo = box->dtype.kind == 'u' ? 0 : -ldexp(1, bits - 1);
+        double hi = box->dtype.kind == 'u' ? ldexp(1, bits) - 1 : ldexp(1, bits - 1) - 1;
+        for (uint64_t i = 0; i < b->n; i++)
+            if (!isfinite(b->v[i]) || b->v[i] < lo || b->v[i] > hi)
+                return grr_fail(r, "%s: Box bound does not fit %s", where, box->dtype.str);
+    }
+    return 0;
+}
+
+int grr_check_space(grr_reader *r, json_t *desc, const char *where, int depth) {
+    if (depth > GRR_MAX_NESTING) return grr_fail(r, "%s: spaces nested too deeply", where);
+    const char *type = grr_string(json_object_get(desc, "type"));
+    if (!json_is_object(desc) || !type) return 0; /* the layout has refused these already */
+    if (!strcmp(type, "Box")) {
+        int leaves = 0;
+        grr_node *box = grr_layout(r, desc, where, "box", depth, &leaves);
+        if (!box) return -1;
+        uint64_t count = 1;
+        for (int i = 0; i < box->ndim; i++) count *= box->shape[i];
+        int rc = 0;
+        bound_t low, high;
+        memset(&low, 0, sizeof low);
+        memset(&high, 0, sizeof high);
+        if (count * box->dtype.itemsize > MAX_BOX_BOUND_BYTES)
+            rc = grr_fail(r, "%s: Box of dtype %s is too large to rebuild", where,
+                          box->dtype.str);
+        if (rc == 0) rc = box_bound(r, box, json_object_get(desc, "low"), where, &low);
+        if (rc == 0) rc = box_bound(r, box, json_object_get(desc, "high"), where, &high);
+        for (uint64_t i = 0; rc == 0 && i < count && low.n && high.n; i++)
+            if (low.v[low.n == 1 ? 0 : i] > high.v[high.n == 1 ? 0 : i])
+                rc = grr_fail(r, "%s: cannot rebuild Box space (low > high)", where);
+        free(low.v);
+        free(high.v);
+        grr_node_free(box);
+        return rc;
+    }
+    if (!strcmp(type, "Discrete")) {
+        json_t *n = json_object_get(desc, "n"), *start = json_object_get(desc, "start");
+        if (!json_is_integer(n) || !json_is_integer(start))
+            return grr_fail(r, "%s: space field 'n' or 'start' is missing or malformed", where);
+        if (json_integer_value(n) <= 0)
+            return grr_fail(r, "%s: cannot rebuild Discrete space (n <= 0)", where);
+        return 0;
+    }
+    if (!strcmp(type, "Dict") || !strcmp(type, "Tuple") || !strcmp(type, "OneOf")) {
+        json_t *subs = json_object_get(desc, "spaces");
+        int dict = !strcmp(type, "Dict");
+        for (size_t i = 0; i < json_array_size(subs); i++) {
+            json_t *sub = json_array_get(subs, i);
+            if (grr_check_space(r, dict ? json_array_get(sub, 1) : sub, where, depth + 1) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(type, "Sequence"))
+        return grr_check_space(r, json_object_get(desc, "space"), where, depth + 1);
+    if (!strcmp(type, "Graph")) {
+        json_t *edge = json_object_get(desc, "edge_space");
+        if (grr_check_space(r, json_object_get(desc, "node_space"), where, depth + 1) < 0)
+            return -1;
+        return edge && !json_is_null(edge) ? grr_check_space(r, edge, where, depth + 1) : 0;
+    }
     return 0;
 }

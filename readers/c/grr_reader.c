@@ -62,7 +62,7 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
         if (json_integer_value(ver) > 1)
             return grr_fail(r, "%s: format version %lld is newer than this reader (1)", name,
                             (long long)json_integer_value(ver));
-        const char *prefix = json_string_value(json_object_get(doc, "prefix"));
+        const char *prefix = grr_string(json_object_get(doc, "prefix"));
         if (!prefix || strlen(prefix) != plen || strncmp(prefix, name, plen))
             return grr_fail(r, "%s: prefix does not match the file name", name);
         w->prefix = strdup(prefix);
@@ -96,7 +96,7 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
             len < 0)
             return grr_fail(r, "%s batch %zu: 'first' and 'len' must be non-negative integers",
                             name, i);
-        const char *fn = json_string_value(json_object_get(b, "fn"));
+        const char *fn = grr_string(json_object_get(b, "fn"));
         if (!fn || !grr_plain_name(fn))
             return grr_fail(r, "%s batch %zu: fn is not a plain file name in the directory",
                             name, i);
@@ -111,7 +111,7 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
             if (first < entries)
                 return grr_fail(r, "%s batch %zu: first entry %lld overlaps the previous batch",
                                 name, i, (long long)first);
-            const char *bin = json_string_value(json_object_get(b, "bin"));
+            const char *bin = grr_string(json_object_get(b, "bin"));
             if (!bin || !grr_plain_name(bin))
                 return grr_fail(r, "%s batch %zu: bin is not a plain file name", name, i);
             char stem[512];
@@ -197,6 +197,19 @@ grr_reader *grr_open(const char *directory, int verify) {
     free(names);
     if (r->failed) return r;
     qsort(r->writers, r->nwriters, sizeof *r->writers, writer_order);
+    /* The spaces of the first writer that describes them are the recording's: check them as a
+     * reader that rebuilds them must. */
+    for (size_t i = 0; i < r->nwriters; i++) {
+        grr_writer *w = &r->writers[i];
+        if (w->legacy) continue;
+        char where[600];
+        snprintf(where, sizeof where, "%s observation_space", w->name);
+        if (grr_check_space(r, json_object_get(w->doc, "observation_space"), where, 0) < 0)
+            return r;
+        snprintf(where, sizeof where, "%s action_space", w->name);
+        if (grr_check_space(r, json_object_get(w->doc, "action_space"), where, 0) < 0) return r;
+        break;
+    }
     for (size_t i = 0; i < r->nwriters; i++) r->count += (size_t)r->writers[i].episodes;
     return r;
 }

@@ -171,3 +171,9 @@ int grr_get_int(json_t *obj, const char *key, int64_t *v) {
     *v = json_integer_value(x);
     return 1;
 }
+
+/* A JSON string without embedded NULs (as C sees it), else NULL. */
+const char *grr_string(json_t *v) {
+    const char *s = json_string_value(v);
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
