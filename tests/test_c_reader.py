@@ -242,11 +242,26 @@ def test_vector_env(grread, tmp_path):
 
 
 def test_legacy_gym_recording(grread, tmp_path):
-    import test_hostile
+    """Two gym-recording writers: stacked arrays, one image array per step, a reset-only episode
+    whose actions and rewards are np.array([[]])."""
+    from test_legacy import make_legacy
 
-    d = test_hostile._write_legacy(tmp_path / "legacy")
-    dumped = assert_same_as_python(grread, d)
-    assert len({d["episode"] for d in dumped}) == 2
+    written = make_legacy(tmp_path)
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert len({d["episode"] for d in dumped}) == len(written) == 6
+    shapes = {(d["episode"], d["field"]): (d["dtype"], d["shape"]) for d in dumped}
+    assert shapes[(4, "observations")] == ("|u1", [5, 6, 5, 3])  # one array per step, stacked
+    assert shapes[(2, "actions")] == ("<f8", [0])                # np.array([[]]): no actions
+
+
+def test_legacy_and_new_writers_in_one_directory(grread, tmp_path):
+    from test_legacy import make_legacy
+
+    make_legacy(tmp_path)
+    record(tmp_path, "CartPole-v1", 50)
+    listed = c_lines(grread, "list", str(tmp_path))
+    assert listed[0]["writer"].startswith("openaigym.trace.0.") and listed[-1]["seed"] is None
+    assert_same_as_python(grread, tmp_path)
 
 
 def test_missing_directory_and_usage(grread, tmp_path):
