@@ -24,8 +24,27 @@ files that no manifest lists, sub-directories) MUST be ignored by readers.
 
 JSON
 ====
-All JSON files are UTF-8, strict RFC 8259 JSON: no NaN or Infinity literals. A reader SHOULD refuse
-files larger than :data:`MAX_JSON_BYTES` and nesting deeper than :data:`MAX_NESTING`.
+All JSON files are UTF-8 (no byte order mark), strict RFC 8259 JSON: no NaN or Infinity literals.
+A reader SHOULD refuse a file larger than :data:`MAX_JSON_BYTES` (2**28 bytes, 256 MiB) without
+parsing it. Keys an object has twice are not written; a reader MAY take either value.
+
+Nesting: :data:`MAX_NESTING` (64) bounds the depth of each VALUE and of each SPACE, not the file's:
+the top of an info value, a reset option, a values row or a space is at depth 0, and each JSON
+list or object, ``"tuple"``/``"dict"`` item, ``"scalar"`` array and ``"graph"`` field (for spaces:
+each Dict/Tuple/OneOf member, Sequence ``space``, Graph node/edge space) adds one. A writer MUST
+refuse to store a deeper value (:class:`~gym_recorder.UnsupportedValueError`); a reader MUST refuse
+one. The file nests deeper than its VALUEs (an info value sits about 8 levels down in a batch),
+and a reader MAY refuse a file nested deeper than its JSON parser allows (gym_recorder's refuses
+about 1000 levels, jansson 2048; what this writer writes stays far below both).
+
+Numbers: a Python ``int`` is written as a JSON integer token (digits, optional minus, no fraction,
+no exponent) of any size; a Python ``float`` always with a fraction or an exponent (Python's
+``repr``: ``1.0``, ``1e+20``, ``5e-324``), and only finite ones (others are ``{"__type": "float"}``
+VALUEs). A reader tells them apart by the token: an integer token is an int, any other number an
+IEEE-754 double. Every integer the format itself uses (sizes, offsets, counts, indices, CRCs,
+dimensions, ``episode``, ``part``, ``sub_env``) fits in a signed 64-bit integer; integers beyond
+64 bits occur only where Python ints are recorded (VALUEs, ``seed``). A reader that cannot
+represent such an integer MAY refuse the file, naming it (the C reader does).
 
 Manifest (``P.manifest.json``)
 ==============================
@@ -98,6 +117,28 @@ in the very next batch; that part MAY have 0 steps (no rows). Its entries are th
 episodes: ``"sub_env"`` is the index, ``"seed"`` and ``"options"`` are what that sub-env was reset
 with (a vector ``reset(seed=s)`` seeds sub-env i with s + i; autoresets have neither).
 
+Episodes of a recording
+-----------------------
+A reader lists the episodes of every writer in the directory. Writers are ordered by their
+manifest's ``"created"`` string (compared code point by code point; missing or not a string
+counts as ``""``), then by prefix; legacy (gym-recording) writers come first, by prefix. Within a
+writer, episodes are in the order of their numbers.
+
+A writer's episode k is found through its part-0 entry: the k-th entry with ``"part": 0``,
+counting over the listed batches in manifest order (batch b's part-0 entries are the episodes from
+the sum of the earlier batches' ``"episodes"`` on). Part p + 1 of an episode is the entry with the
+same ``"episode"`` and ``"part": p + 1`` in the batch listed right after the one holding part p
+(the last such entry, were there several). When that batch does not hold it:
+
+- if that batch does not directly follow the one before it (its ``first`` is not that one's
+  ``first + len``: ``repair`` moved the batches between them aside), the episode ends with part p,
+  its ``end`` null;
+- otherwise the recording is malformed, and a reader MUST refuse it.
+
+When part p is in the last listed batch, the episode ends there, its ``end`` null (the writer is
+still running, or was killed). An entry with ``"part"`` > 0 whose part 0 lies in no listed batch
+(``repair`` moved it aside) belongs to no episode: readers skip it.
+
 Arrays (ARRAY)
 ==============
 Every array is a reference into the batch's .bin file::
@@ -106,12 +147,34 @@ Every array is a reference into the batch's .bin file::
      "npyfile": "P.epNNNNNNNNN.bin", "npyoff": int, "size": int, "crc32": int}
 
 - ``npyfile`` MUST be a plain file name (no directory part) of a file in the recording directory.
-- ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8). Bytes between arrays are zero padding;
-  nothing follows the last array. Arrays MAY lie in the file in any order: this writer writes
-  each column (one leaf, then rewards, ...) for all entries of the batch one after another.
+- ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8), and a reader MUST refuse one that is not
+  (legacy files excepted). So a reader that holds a whole .bin at an 8-aligned address (a
+  JavaScript ``ArrayBuffer``, ``malloc``, ``mmap``) can view every array in place as a typed array
+  of its dtype: every item size's natural alignment divides 8. A reader MUST NOT assume more: the
+  file's size is the manifest's ``bin_size``, which ends exactly at the end of the array that ends
+  last (it is not padded to a multiple of 8), and arrays may be empty (``size`` 0) at any aligned
+  offset up to the file's end.
+- The bytes between one array's end and the next array's ``npyoff`` (fewer than 8: the padding up
+  to the next multiple of 8) MUST be zero, and nothing follows the last array; ``verify`` reports
+  a padding byte that is not zero and bytes after the last array. Arrays MAY lie in the file in
+  any order: this writer writes each column (one leaf, then rewards, ...) for all entries of the
+  batch one after another, never two arrays over the same bytes.
 - ``size`` MUST equal ``prod(shape) * itemsize`` and ``npyoff + size`` MUST NOT exceed the file.
 - ``dtype`` is numpy's ``dtype.str``: byte order (``<``, ``>`` or ``|``), kind, item size,
-  e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds: b (bool), i, u, f, c, U, S. Never O.
+  e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds and sizes: ``b1`` (bool, one byte 0 or
+  1), ``i``/``u`` 1, 2, 4, 8, ``f`` 2, 4, 8 (and 16: the platform's long double, not portable),
+  ``c`` 8, 16 (32), ``U<n>``, ``S<n>`` (n >= 1). Never O or V. ``|`` is written where byte order
+  does not apply (b1, i1, u1, S).
+- Item size: for ``U<n>`` it counts characters, 4 bytes each: UCS-4 code points (at most
+  U+10FFFF; a reader MUST refuse larger ones) in the dtype's byte order, padded with NUL code
+  points, which numpy strips from the end; ``<U7`` has an item size of 28 bytes. For ``S<n>`` it
+  counts bytes. Every other kind's item size is the number in its name.
+- Byte order: the observation and action leaves and the step columns are always stored
+  little-endian (``<``, or ``|``): a value arriving big-endian is converted into the leaf's dtype.
+  Arrays inside VALUEs (infos, options, values leaves) keep the byte order they were recorded with,
+  so ``>`` does occur there. A reader MUST accept ``<``, ``|`` and ``>`` (gym_recorder's reader
+  gives the array in the stored byte order); ``=`` and no byte order are never written (this
+  reader takes them as ``<``).
 - The bytes are the array in C order. Hence, with numpy alone::
 
       np.fromfile(os.path.join(dir, npyfile), dtype=dtype, count=prod(shape),
@@ -143,9 +206,15 @@ Observations and actions follow the space: a Box, Discrete, MultiDiscrete or Mul
 one ARRAY of shape ``(rows, *leaf_shape)`` with the leaf's dtype (Discrete: int64 scalars, so
 ``(rows,)``). A Dict space is a JSON object with the Dict's keys; a Tuple space is a JSON list. A
 leaf that does not stack is ``{"__type": "values", "values": [VALUE, ...]}`` with one VALUE a row.
-A leaf's dtype is the space's dtype unless a value arrived that the space's dtype cannot hold
-exactly (numpy's "safe" casting); the batch then stores that leaf with the wider dtype, so that
-nothing is lost. Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
+Widening, by dtype, per batch: a leaf's column is stored with the space's dtype unless, while the
+batch was being filled, a value arrived whose numpy dtype (``np.asarray(value).dtype``) does not
+cast to the column's dtype under numpy's "safe" rule (Python ints and bools that fit an integer
+dtype excepted): then the whole column of that batch, in every entry of the batch, is stored with
+``np.result_type(column dtype, value dtype)``, so that nothing is lost. The rule goes by dtype,
+not by value: a float64 ``0.5`` widens a float32 leaf although float32 holds 0.5. The next batch
+starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
+an episode's leaf in ``np.result_type`` of its parts' dtypes when they are all numbers (kinds b,
+i, u, f, c), or all U, or all S, and MUST refuse other mixes. Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
 ``stack``); Graph rows as GraphInstance; OneOf rows as ``(index, value)`` tuples.
 
 Infos (INFOS)
@@ -158,13 +227,18 @@ Infos (INFOS)
 
 ``index`` null means the key is present in every row. A column of kind "array" stacks its values:
 ``pytype`` says they were Python bools, ints or floats (give back ``.item()``), null says they
-were numpy scalars (shape ``(n,)``) or numpy arrays of one dtype and shape (shape ``(n, ...)``).
+were numpy scalars (values of shape ``(n,)``: row i is ``values[i]``, a numpy scalar, i.e. a 0-d
+array, of the column's dtype) or numpy arrays of one dtype and shape (values of shape
+``(n, ...)``: row i is the array ``values[i]``).
 Key order in each row dict follows the column order.
 
 Spaces (SPACE)
 ==============
-``{"type": T, ...}`` with T one of ``Box`` (``dtype``, ``shape``, ``low``, ``high``: a VALUE that is
-a number, "inf"/"-inf"/"nan" string or nested list of those), ``Discrete`` (``n``, ``start``),
+Readers MUST ignore keys of a SPACE they do not know (later versions of this writer may add some).
+``{"type": T, ...}`` with T one of ``Box`` (``dtype``, ``shape``, ``low``, ``high``: a number, an
+"inf"/"-inf"/"nan" string, or a nested list of those of the Box's shape; they fit the dtype and
+``low <= high``), ``Discrete`` (``n`` >= 1, ``start``, and ``dtype``: the dtype of its leaf's
+arrays, ``<i8`` when absent),
 ``MultiDiscrete`` (``nvec``, ``start``, ``dtype``), ``MultiBinary`` (``n``), ``Text``
 (``min_length``, ``max_length``, ``charset``: a string), ``Dict`` (``spaces``: [[key, SPACE], ...]),
 ``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
@@ -200,11 +274,33 @@ What is fsynced, and when:
 A killed process (no power loss) never loses a committed batch in either mode: the operating
 system writes it out.
 
+Example readers
+===============
+Besides :mod:`gym_recorder.reader`, two readers were written from this specification alone and
+serve as examples for other languages: the C library and command-line tool in ``readers/c/``
+(``grread list DIR``, ``grread dump DIR [INDEX [FIELD]] [--values]``; JSON through jansson), run by
+the test suite over its recordings and hostile files (``tests/test_c_reader.py``), and the
+JavaScript decoder of the browser viewer, ``gym_recorder/viewer/decode.js``.
+
 Version history
 ===============
 1 (gym_recorder 0.1): first version. Files without ``"format"``/``"version"`` whose prefix starts
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
+
+Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no sizes, checksums or
+``bin``; ``fn`` MUST be ``P.ep...json`` of the manifest's own prefix P), and a batch
+``{"episodes": [{"observations", "actions", "rewards"}]}``, one entry an episode (no parts). Each
+of the three is an ARRAY, a list of ARRAYs of one dtype and shape (one per step: stacked), or a
+list of JSON numbers and bools (an array of numpy's type for them); gym_recorder's reader also
+reads objects of these as dicts and other lists as lists, which a reader MAY refuse. ARRAY ``dtype`` is numpy's
+``str(dtype)`` name (``float32``, ``uint8``, ``bool``, ...), ``npyoff`` need not be aligned,
+``crc32`` is absent, and ``npyfile`` may be any plain file name in the directory. gym-recording
+wrote an empty list as ``np.array([[]])``: shape ``(1, 0)``, float64; readers give actions of
+that shape back as shape ``(0,)``. An episode has N = (rows of observations) - 1 steps (0 if
+there is none); rewards are converted to float64 of shape ``(N,)``. What the files lack is made up:
+terminations and truncations all false (N each), N + 1 empty info dicts, and ``seed``,
+``options``, ``end``, ``sub_env``, ``env_id`` null.
 """
 
 from __future__ import annotations

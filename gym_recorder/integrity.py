@@ -190,12 +190,14 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         if listed is not None and listed.get("bin_size") != bin_size:
             check.add(bin_name, f"file has {bin_size} bytes, the manifest says "
                                 f"{listed.get('bin_size')!r}")
+        spans: list[tuple[int, int]] = []
         for obj, where in refs:
             try:
                 ref = parse_ref(obj, f"{json_name} {where}", file=bin_name)
             except FormatError as e:
                 check.add(json_name, str(e).removeprefix(f"{json_name} "))
                 continue
+            spans.append((ref.offset, ref.offset + ref.size))
             if ref.offset + ref.size > bin_size:
                 check.add(bin_name, f"{json_name} {where}: bytes {ref.offset}.."
                                     f"{ref.offset + ref.size} lie outside the file "
@@ -203,6 +205,9 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
             elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.size) != ref.crc32:
                 check.add(bin_name, f"{json_name} {where}: CRC-32 of the array's bytes "
                                     f"(at {ref.offset}, {ref.size} bytes) does not match")
+        if check.ok:
+            for message in _padding_problems(fd, spans, bin_size):
+                check.add(bin_name, message)
     finally:
         os.close(fd)
     if check.ok:
@@ -210,6 +215,41 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
                       "json_size": len(data), "bin_size": bin_size,
                       "json_crc32": format.crc32(data), "steps": steps, "episodes": episodes}
     return check
+
+
+def _padding_problems(fd: int, spans: list[tuple[int, int]], file_size: int) -> list[str]:
+    """Checks the bytes of a .bin that no array covers: zero padding, nothing after the last array.
+
+    Args:
+        fd: the open .bin file.
+        spans: ``(start, end)`` of every array in the file (all within it).
+        file_size: the file's size.
+
+    Returns:
+        One message per stretch of bytes that breaks the rule (see "Arrays" in the format).
+    """
+    problems: list[str] = []
+    pos = 0
+    last_end = 0
+    gaps: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if start > pos:
+            gaps.append((pos, start))
+        pos = max(pos, end)
+        last_end = max(last_end, end)
+    if file_size > last_end:
+        problems.append(f"{file_size - last_end} bytes follow the last array (at {last_end})")
+    for start, end in gaps:
+        offset = start
+        while offset < end:
+            chunk = os.pread(fd, min(CRC_CHUNK_BYTES, end - offset), offset)
+            if not chunk:
+                break
+            if chunk.count(0) != len(chunk):
+                problems.append(f"padding bytes {start}..{end} between arrays are not zero")
+                break
+            offset += len(chunk)
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,345 @@
+"""The C reader (readers/c), written from the spec alone, agrees with RecordingReader.
+
+The tests build ``grread`` with ``-fsanitize=address,undefined`` in a temporary directory, run it
+over recordings written here (CartPole, images, Dict/Tuple, Text, several writers, episodes in
+several parts, a vector env, OpenAI gym-recording files) and check that it lists the same
+episodes and gives the same bytes (dtype, shape, CRC-32 of every array; Text rows) as
+:class:`gym_recorder.RecordingReader`. Then every hostile file of ``tests/test_hostile*.py`` is
+fed to it too: where RecordingReader raises FormatError, grread must exit 1 with one line on
+stderr, and never trip a sanitizer.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import needs
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder
+    sys.path.insert(0, str(ROOT))
+
+import sample_envs  # noqa: E402,F401  (registers the sample env ids)
+from gym_recorder import FormatError, RecordingReader, RecordingWrapper  # noqa: E402
+from gym_recorder.vector import RecordingVectorWrapper  # noqa: E402
+
+SOURCE = ROOT / "readers" / "c"
+# A sanitizer report makes grread exit with this status (never 0, 1 or 2).
+SANITIZER_STATUS = 99
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": f"detect_leaks=1:exitcode={SANITIZER_STATUS}",
+    "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:exitcode={SANITIZER_STATUS}",
+    "LSAN_OPTIONS": f"exitcode={SANITIZER_STATUS}",
+}
+TIMEOUT = 120
+
+
+# ---------------------------------------------------------------------------------------------
+# Building and running grread
+
+
+def _need_jansson() -> None:
+    if not any(os.path.exists(os.path.join(d, "jansson.h"))
+               for d in ("/usr/include", "/usr/local/include")):
+        needs._missing("needs jansson's headers (apt-get install libjansson-dev)")
+
+
+@pytest.fixture(scope="session")
+def grread(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """grread built from readers/c with the Makefile's asan target, in a temporary directory."""
+    needs.need_program("cc", "apt-get install gcc")
+    needs.need_program("make", "apt-get install make")
+    _need_jansson()
+    build = tmp_path_factory.mktemp("grread-build")
+    done = subprocess.run(["make", "-f", str(SOURCE / "Makefile"), "asan", f"BUILD={build}"],
+                          cwd=build, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "-Werror" in done.stdout and "-fsanitize=address,undefined" in done.stdout
+    return build / "grread"
+
+
+def run(grread: Path, *args: str) -> subprocess.CompletedProcess:
+    # (PYTEST_CURRENT_TEST holds the test's id, which for some hostile cases is too long for
+    # the environment of a new process.)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(SANITIZER_ENV)
+    done = subprocess.run([str(grread), *args], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=env)
+    assert done.returncode != SANITIZER_STATUS and "Sanitizer" not in done.stderr, done.stderr
+    return done
+
+
+def c_lines(grread: Path, *args: str) -> list[dict]:
+    done = run(grread, *args)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+# ---------------------------------------------------------------------------------------------
+# What RecordingReader gives, in grread's terms
+
+
+def _fields(name: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _fields(f"{name}/{key}", sub, out)
+    elif isinstance(value, tuple):
+        for i, sub in enumerate(value):
+            _fields(f"{name}/{i}", sub, out)
+    else:
+        out[name] = value
+
+
+def python_view(directory: Path, verify: bool = False) -> tuple[list[dict], list[dict]]:
+    """The episodes (as ``grread list`` prints them) and arrays (as ``grread dump``)."""
+    episodes, arrays = [], []
+    with RecordingReader(directory, verify=verify) as reader:
+        for ep in reader:
+            episodes.append({"index": ep.index, "writer": ep.writer, "steps": ep.length,
+                             "end": ep.end, "seed": ep.seed})
+            fields: dict[str, Any] = {}
+            _fields("observations", ep.observations, fields)
+            _fields("actions", ep.actions, fields)
+            for name in ("rewards", "terminations", "truncations"):
+                fields[name] = getattr(ep, name)
+            for name, value in fields.items():
+                line: dict[str, Any] = {"episode": ep.index, "field": name}
+                if isinstance(value, np.ndarray):
+                    data = np.ascontiguousarray(value).tobytes()
+                    line.update(dtype=value.dtype.str, shape=list(value.shape),
+                                crc32=zlib.crc32(data))
+                else:
+                    line["values"] = value
+                arrays.append(line)
+    return episodes, arrays
+
+
+def assert_same_as_python(grread: Path, directory: Path) -> list[dict]:
+    """grread lists the same episodes and dumps the same arrays as RecordingReader."""
+    episodes, arrays = python_view(directory)
+    listed = c_lines(grread, "list", str(directory))
+    assert [{k: e[k] for k in ("index", "writer", "steps", "end", "seed")} for e in listed] \
+        == episodes
+    dumped = c_lines(grread, "dump", str(directory))
+    python_values = [a for a in arrays if "values" in a]
+    c_values = [a for a in dumped if "values" in a]
+    assert len(c_values) == len(python_values)
+    for c, p in zip(c_values, python_values):
+        assert (c["episode"], c["field"]) == (p["episode"], p["field"])
+        if all(isinstance(v, str) for v in p["values"]):  # Text rows
+            assert c["values"] == p["values"]
+        else:
+            assert len(c["values"]) == len(p["values"])
+    assert [a for a in dumped if "values" not in a] == [a for a in arrays if "values" not in a]
+    assert c_lines(grread, "--verify", "dump", str(directory)) == dumped
+    assert dumped, "nothing was compared"
+    return dumped
+
+
+# ---------------------------------------------------------------------------------------------
+# Recordings the suite writes
+
+
+def record(directory: Path, env_id: str, steps: int, *, prefix: str | None = None,
+           target: int = 5_000_000, seed: int = 0, **kwargs: Any) -> None:
+    env = RecordingWrapper(gym.make(env_id, **kwargs), directory, file_prefix=prefix,
+                           target_batch_bytes=target)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    env.close()
+
+
+def batches_of(directory: Path) -> list[int]:
+    with RecordingReader(directory) as reader:
+        return [w["batches"] for w in reader.writers]
+
+
+def test_cartpole(grread, tmp_path):
+    record(tmp_path, "CartPole-v1", 300)
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert {d["field"] for d in dumped} == {"observations", "actions", "rewards",
+                                            "terminations", "truncations"}
+
+
+def test_values_match_numpy(grread, tmp_path):
+    """--values prints every element in C order: float32 widened exactly, ints, bools."""
+    record(tmp_path, "CartPole-v1", 40)
+    with RecordingReader(tmp_path) as reader:
+        ep = reader[0]
+        for field in ("observations", "actions", "rewards", "terminations"):
+            (line,) = c_lines(grread, "dump", str(tmp_path), "0", field, "--values")
+            expected = getattr(ep, field)
+            assert line["values"] == expected.reshape(-1).tolist()
+            assert line["shape"] == list(expected.shape)
+
+
+def test_images_in_several_parts(grread, tmp_path):
+    record(tmp_path, "sample_envs/Image-v0", 120, target=60_000, height=32, width=32)
+    assert batches_of(tmp_path)[0] > 3
+    with RecordingReader(tmp_path) as reader:
+        assert reader[0].observations.dtype == np.uint8
+    listed = c_lines(grread, "list", str(tmp_path))
+    assert max(e["parts"] for e in listed) > 1, "no episode spans several batches"
+    assert_same_as_python(grread, tmp_path)
+
+
+def test_dict_and_tuple_spaces(grread, tmp_path):
+    record(tmp_path, "sample_envs/NestedDict-v0", 60, target=3000)
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert any(d["field"].count("/") >= 2 for d in dumped), "no nested leaf"
+
+
+def test_text(grread, tmp_path):
+    record(tmp_path, "sample_envs/Text-v0", 40)
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert any("values" in d and d["values"] and all(isinstance(v, str) for v in d["values"])
+               for d in dumped)
+
+
+def test_changing_infos(grread, tmp_path):
+    record(tmp_path, "sample_envs/ChangingInfo-v0", 60, target=2000)
+    assert_same_as_python(grread, tmp_path)
+
+
+def test_several_writers_in_one_directory(grread, tmp_path):
+    record(tmp_path, "CartPole-v1", 80, prefix="b-writer", seed=1)
+    record(tmp_path, "CartPole-v1", 80, prefix="a-writer", seed=2)
+    record(tmp_path, "sample_envs/Text-v0", 20, prefix="c-writer", seed=3)
+    listed = assert_same_as_python(grread, tmp_path)
+    writers = [e["writer"] for e in c_lines(grread, "list", str(tmp_path))]
+    # Ordered by the manifest's "created", not by prefix.
+    assert writers.index("b-writer") < writers.index("a-writer") < writers.index("c-writer")
+    assert listed
+
+
+def test_vector_env(grread, tmp_path):
+    env = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=3,
+                                              vectorization_mode="sync"),
+                                 tmp_path, target_batch_bytes=2000)
+    env.reset(seed=0)
+    for _ in range(60):
+        env.step(env.action_space.sample())
+    env.close()
+    assert_same_as_python(grread, tmp_path)
+
+
+def test_legacy_gym_recording(grread, tmp_path):
+    """Two gym-recording writers: stacked arrays, one image array per step, a reset-only episode
+    whose actions and rewards are np.array([[]])."""
+    from test_legacy import make_legacy
+
+    written = make_legacy(tmp_path)
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert len({d["episode"] for d in dumped}) == len(written) == 6
+    shapes = {(d["episode"], d["field"]): (d["dtype"], d["shape"]) for d in dumped}
+    assert shapes[(4, "observations")] == ("|u1", [5, 6, 5, 3])  # one array per step, stacked
+    assert shapes[(2, "actions")] == ("<f8", [0])                # np.array([[]]): no actions
+
+
+def test_legacy_and_new_writers_in_one_directory(grread, tmp_path):
+    from test_legacy import make_legacy
+
+    make_legacy(tmp_path)
+    record(tmp_path, "CartPole-v1", 50)
+    listed = c_lines(grread, "list", str(tmp_path))
+    assert listed[0]["writer"].startswith("openaigym.trace.0.") and listed[-1]["seed"] is None
+    assert_same_as_python(grread, tmp_path)
+
+
+def test_missing_directory_and_usage(grread, tmp_path):
+    done = run(grread, "list", str(tmp_path / "nope"))
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
+    assert run(grread, "frobnicate").returncode == 2
+    record(tmp_path / "cp", "CartPole-v1", 20)
+    done = run(grread, "dump", str(tmp_path / "cp"), "999")
+    assert done.returncode == 1 and "out of range" in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The hostile files of tests/test_hostile*.py, fed to grread as well
+
+_GRREAD: list[Path] = []
+
+
+def _c_refuses(d: Path, verify_modes: tuple[bool, ...]) -> None:
+    for verify in verify_modes:
+        args = ["--verify"] if verify else []
+        done = run(_GRREAD[0], *args, "dump", str(d))
+        assert done.returncode == 1, (
+            f"grread {'--verify ' if verify else ''}read a recording that RecordingReader "
+            f"refuses (exit {done.returncode}, stderr {done.stderr!r})")
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("grread: "), done.stderr
+
+
+def _hostile_modules() -> list[Any]:
+    names = sorted(p.stem for p in Path(__file__).parent.glob("test_hostile*.py"))
+    return [importlib.import_module(n) for n in names]
+
+
+_HOSTILE = _hostile_modules()
+_ORIGINAL_REFUSED = {m.__name__: m.refused for m in _HOSTILE if hasattr(m, "refused")}
+
+
+def _refused_by_both(module_name: str):
+    original = _ORIGINAL_REFUSED[module_name]
+
+    def refused(d: Path, match: str, *, error: type[Exception] = FormatError,
+                verify_modes: tuple[bool, ...] = (False, True)) -> str:
+        message = original(d, match, error=error, verify_modes=verify_modes)
+        _c_refuses(d, verify_modes)
+        return message
+
+    return refused
+
+
+@pytest.fixture
+def c_hostile(grread, monkeypatch):
+    """Makes every hostile module's ``refused`` also run grread over the hostile file."""
+    _GRREAD[:] = [grread]
+    for module in _HOSTILE:
+        if module.__name__ in _ORIGINAL_REFUSED:
+            monkeypatch.setattr(module, "refused", _refused_by_both(module.__name__))
+
+
+def _with_grread(fn: Any) -> Any:
+    """The hostile test ``fn`` (same parameters and marks) with grread checking it too."""
+    @functools.wraps(fn)
+    def test(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return pytest.mark.usefixtures("c_hostile")(test)
+
+
+def _hostile_tests() -> dict[str, Any]:
+    """Every hostile test that ends in ``refused(...)``, re-collected here under test_c_*."""
+    out = {}
+    for module in _HOSTILE:
+        for name, fn in vars(module).items():
+            if name.startswith("test_") and callable(fn) and "refused(" in inspect.getsource(fn):
+                out["test_c_" + name[len("test_"):]] = _with_grread(fn)
+        for fixture in ("sources", "make"):
+            if hasattr(module, fixture):
+                out.setdefault(fixture, getattr(module, fixture))
+    return out
+
+
+globals().update(_hostile_tests())
