@@ -24,6 +24,7 @@ import numpy as np
 
 from ._version import __version__
 from . import format
+from .batchqueue import BatchQueue
 from .buffer import Batch
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
@@ -347,7 +348,8 @@ class BatchWriter:
         self._last_commit = time.monotonic()
         self._commit_interval = MIN_COMMIT_INTERVAL
         self._unsynced: list[str] = []
-        self._queue: queue.Queue = queue.Queue(maxsize=MAX_PENDING_BATCHES)
+        # A full queue blocks submit() until the writer has drained it (see batchqueue).
+        self._queue: queue.Queue = BatchQueue(MAX_PENDING_BATCHES, low=0)
         self._lock = threading.Lock()
         self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
         self._error: BaseException | None = None
