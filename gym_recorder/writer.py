@@ -24,6 +24,7 @@ import numpy as np
 
 from ._version import __version__
 from . import format
+from .batchqueue import BatchQueue
 from .buffer import Batch
 from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
@@ -53,10 +54,7 @@ _ZEROS = bytes(ALIGNMENT)
 # An ARRAY reference as JSON text; dtype strings and file names are plain ASCII (no escaping).
 _REF_TEXT = ('{"__type":"ndarray","shape":[%s],"order":"C","dtype":"%s","npyfile":"%s",'
              '"npyoff":%d,"size":%d,"crc32":%d}')
-# A batch entry as JSON text (see "Batch" in the format specification).
-_ENTRY_TEXT = ('{"index":%d,"episode":%d,"part":%d,"continues":%s,"steps":%d,'
-               '"observations":%s,"actions":%s,"rewards":%s,"terminations":%s,'
-               '"truncations":%s,"infos":%s,"seed":%s,"options":%s,"end":%s,"sub_env":%s%s}')
+_NO_RESET = ',"no_reset":true'
 _counter = 0
 _counter_lock = threading.Lock()
 
@@ -127,15 +125,19 @@ def _column_refs(sink: _BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray
         # (No padding after the last entry: padding only lies between arrays.)
         base, data = sink.put_block(
             packed.view(np.uint8)[:int(rel[-1]) + int(counts[-1]) * row_bytes])
+    # The same text as _REF_TEXT, built with one f-string per entry around the parts every
+    # entry of the column shares (batches of short episodes hold thousands of references).
     crc32 = format.crc32
-    dtype = col.dtype.str
-    name = sink.name
-    out = []
-    for r, c in zip(rel.tolist(), counts.tolist()):
-        size = c * row_bytes
-        out.append(_REF_TEXT % (f"{c}{tail}", dtype, name, base + r, size,
-                                crc32(data[r:r + size])))
-    return out
+    mid = f'{tail}],"order":"C","dtype":"{col.dtype.str}","npyfile":"{sink.name}","npyoff":'
+    sizes = (counts * row_bytes).tolist()
+    return [f'{{"__type":"ndarray","shape":[{c}{mid}{base + r},"size":{size},'
+            f'"crc32":{crc32(data[r:r + size])}}}'
+            for r, c, size in zip(rel.tolist(), counts.tolist(), sizes)]
+
+
+def _quoted(word: str) -> str:
+    """An entry's ``end``: one of the format's own fixed words, which need no escaping."""
+    return '"' + word + '"'
 
 
 def _text(value: Any) -> str:
@@ -346,7 +348,8 @@ class BatchWriter:
         self._last_commit = time.monotonic()
         self._commit_interval = MIN_COMMIT_INTERVAL
         self._unsynced: list[str] = []
-        self._queue: queue.Queue = queue.Queue(maxsize=MAX_PENDING_BATCHES)
+        # A full queue blocks submit() until the writer has drained it (see batchqueue).
+        self._queue: queue.Queue = BatchQueue(MAX_PENDING_BATCHES, low=0)
         self._lock = threading.Lock()
         self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
         self._error: BaseException | None = None
@@ -608,23 +611,30 @@ class BatchWriter:
         act_texts = act[0] if self._act_layout.single else [
             self._act_template % row for row in zip(*act)]
         out = []
-        for k, (seg, seg_infos) in enumerate(zip(segs, batch.segment_infos())):
-            index = first + k
-            first_part = seg["part"] == 0
-            seed = seg["seed"] if first_part else None
-            options = seg["options"] if first_part else None
+        append = out.append
+        for k, seg, seg_infos, obs_t, act_t, rew_t, term_t, trunc_t in zip(
+                range(first, first + len(segs)), segs, batch.segment_infos(), obs_texts,
+                act_texts, rewards, terms, truncs):
+            part = seg["part"]
             end = seg["end"]
             rows = seg["info1"] - seg["info0"]
-            out.append(_ENTRY_TEXT % (
-                index, seg["episode"], seg["part"], "false" if end is not None else "true",
-                seg["step1"] - seg["step0"], obs_texts[k], act_texts[k], rewards[k], terms[k],
-                truncs[k],
-                ('{"rows":%d,"keys":[]}' % rows) if not seg_infos else _text(
-                    _info_columns(rows, seg_infos, sink, f"{where} entry {index}")),
-                "null" if seed is None else int(seed),
-                "null" if options is None else _text(
-                    encode_value(options, sink, f"{where} entry {index} options")),
-                "null" if end is None else '"%s"' % end,  # one of our own fixed words
-                "null" if seg["sub_env"] is None else int(seg["sub_env"]),
-                ',"no_reset":true' if seg["no_reset"] else ""))
+            seed = seg["seed"] if part == 0 else None
+            options = seg["options"] if part == 0 else None
+            sub_env = seg["sub_env"]
+            # One f-string per entry (see "Batch" in the format specification): batches of
+            # short episodes hold thousands of entries.
+            infos = ('{"rows":%d,"keys":[]}' % rows) if not seg_infos else _text(
+                _info_columns(rows, seg_infos, sink, f"{where} entry {k}"))
+            opts = "null" if options is None else _text(
+                encode_value(options, sink, f"{where} entry {k} options"))
+            append(
+                f'{{"index":{k},"episode":{seg["episode"]:d},"part":{part:d},'
+                f'"continues":{"false" if end is not None else "true"},'
+                f'"steps":{seg["step1"] - seg["step0"]:d},"observations":{obs_t},'
+                f'"actions":{act_t},"rewards":{rew_t},"terminations":{term_t},'
+                f'"truncations":{trunc_t},"infos":{infos},'
+                f'"seed":{"null" if seed is None else int(seed)},"options":{opts},'
+                f'"end":{"null" if end is None else _quoted(end)},'
+                f'"sub_env":{"null" if sub_env is None else int(sub_env)}'
+                f'{_NO_RESET if seg["no_reset"] else ""}}}')
         return out

@@ -1,0 +1,132 @@
+"""Reading benchmarks: open + fetch, iterating every episode, and a whole-recording column.
+
+Every file is read once before timing, so that both sides read from the page cache; the reader
+and ``np.fromfile`` alternate within each repeat. Throughput ratios compare bytes per second on the
+same recording: the reader's (bytes of the arrays it hands out) against ``np.fromfile`` of every
+``.bin`` file of the recording.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from gym_recorder import RecordingReader, RecordingWrapper
+
+from harness import MIB, PRIME_FACTOR, SEED, median, prime_memory, touch, touch_tree
+
+
+def record(directory: str, make_env: Callable[[], gym.Env], episodes: int) -> int:
+    """Records ``episodes`` episodes of random actions into ``directory``; returns steps."""
+    env = RecordingWrapper(make_env(), directory)
+    rng = np.random.default_rng(SEED)
+    n_actions = int(env.action_space.n)
+    steps = 0
+    for e in range(episodes):
+        env.reset(seed=SEED + e)
+        for a in rng.integers(0, n_actions, 10_000).tolist():
+            _, _, terminated, truncated, _ = env.step(a)
+            steps += 1
+            if terminated or truncated:
+                break
+    env.close()
+    return steps
+
+
+def bin_files(directory: str) -> list[str]:
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".bin"))
+
+
+def read_all_reader(directory: str) -> int:
+    """Iterates every episode, touching every array; returns the bytes touched."""
+    touched = 0
+    with RecordingReader(directory) as reader:
+        for ep in reader:
+            touched += touch_tree(ep.observations) + touch_tree(ep.actions)
+            touched += touch_tree(ep.rewards) + touch_tree(ep.terminations)
+            touched += touch_tree(ep.truncations)
+    return touched
+
+
+def read_column(directory: str) -> np.ndarray:
+    """All observations of all episodes as one array, the way a user gets it from the reader."""
+    with RecordingReader(directory) as reader:
+        return np.concatenate([ep.observations for ep in reader])
+
+
+def read_all_fromfile(paths: list[str]) -> int:
+    """np.fromfile of every .bin file, touching every byte; returns the bytes touched."""
+    touched = 0
+    for p in paths:
+        touched += touch_tree(np.fromfile(p, dtype=np.uint8))
+    return touched
+
+
+def _timed(fn: Callable[[], Any], prime_bytes: int) -> float:
+    gc.collect()
+    if prime_bytes:
+        prime_memory(prime_bytes)
+    t0 = time.perf_counter_ns()
+    fn()
+    return (time.perf_counter_ns() - t0) / 1e9
+
+
+def bench_read_throughput(directory: str, repeats: int, prime: bool) -> dict:
+    """Iterating every episode and building the observation column, against np.fromfile."""
+    paths = bin_files(directory)
+    bin_bytes = sum(os.path.getsize(p) for p in paths)
+    read_all_fromfile(paths)  # into the page cache (and warm both code paths)
+    touched = read_all_reader(directory)
+    column_bytes = read_column(directory).nbytes
+    prime_bytes = int(bin_bytes * PRIME_FACTOR) + 16 * MIB if prime else 0
+    times: dict[str, list[float]] = {"reader": [], "column": [], "fromfile": []}
+    jobs = {"reader": lambda: read_all_reader(directory),
+            "column": lambda: touch(read_column(directory)),
+            "fromfile": lambda: read_all_fromfile(paths)}
+    for r in range(repeats):
+        order = list(jobs)
+        if r % 2:
+            order.reverse()
+        for name in order:
+            times[name].append(_timed(jobs[name], prime_bytes))
+    # Throughput ratios on the same recording, repeat by repeat.
+    ratios = [b / a for a, b in zip(times["reader"], times["fromfile"])]
+    col_ratios = [(column_bytes / c) / (bin_bytes / b)
+                  for c, b in zip(times["column"], times["fromfile"])]
+    with RecordingReader(directory) as reader:
+        episodes = len(reader)
+    return {"episodes": episodes, "bin_bytes": bin_bytes, "touched_bytes": touched,
+            "column_bytes": column_bytes,
+            "reader_gb_s": bin_bytes / median(times["reader"]) / 1e9,
+            "column_gb_s": column_bytes / median(times["column"]) / 1e9,
+            "fromfile_gb_s": bin_bytes / median(times["fromfile"]) / 1e9,
+            "ratio": median(ratios), "column_ratio": median(col_ratios),
+            "us_per_episode": median(times["reader"]) / episodes * 1e6,
+            "raw_s": times}
+
+
+def bench_open_fetch(directory: str, repeats: int) -> dict:
+    """A fresh reader opens the recording and fetches one random episode, each repeat."""
+    with RecordingReader(directory) as reader:
+        count = len(reader)
+    read_all_reader(directory)  # page cache
+    rng = random.Random(SEED)
+    times = []
+    for _ in range(repeats):
+        index = rng.randrange(count)
+        gc.collect()
+        t0 = time.perf_counter_ns()
+        reader = RecordingReader(directory)
+        ep = reader[index]
+        touch_tree(ep.observations)
+        t1 = time.perf_counter_ns()
+        reader.close()
+        times.append((t1 - t0) / 1e6)
+    return {"episodes": count, "ms": median(times), "max_ms": max(times), "raw_ms": times}
