@@ -103,8 +103,8 @@ class ViewServer(http.server.ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """The page's URL."""
-        host, port = self.server_address[:2]
-        if ":" in str(host):
+        host, port = str(self.server_address[0]), int(self.server_address[1])
+        if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{port}/"
 
@@ -216,7 +216,7 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                if rng is not None:
+                if isinstance(rng, tuple):
                     start, end = rng
                     status = 206
             self.send_response(status)
