@@ -13,7 +13,9 @@ them itself (``viewer/decode.js``). URLs:
 Paths are untrusted: a path with a ``.``/``..`` segment (also percent-encoded), a backslash, a
 NUL, an empty segment or a leading ``/`` after the prefix gets 400; one that resolves outside DIR
 (a symlink out) or to anything but a regular file gets 403; a missing file 404. Nothing is
-listed but the manifests' names.
+listed but the manifests' names. A server bound to a loopback address (the default) answers
+only requests whose ``Host`` is a loopback name (127.0.0.1, localhost, [::1]), so that no web
+page can reach it through a DNS name of its own (DNS rebinding); others get 403.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ _CONTENT_TYPES = {
     ".svg": "image/svg+xml",
 }
 _RANGE_RE = re.compile(r"bytes=(\d*)-(\d*)")
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+_LOOPBACK_NAMES = {"127.0.0.1", "[::1]", "localhost"}
 
 
 class _Refused(Exception):
@@ -103,10 +107,23 @@ class ViewServer(http.server.ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """The page's URL."""
-        host, port = self.server_address[:2]
-        if ":" in str(host):
+        host, port = str(self.server_address[0]), int(self.server_address[1])
+        if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{port}/"
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Whether a request's Host header is acceptable (any, unless bound to loopback)."""
+        bound = str(self.server_address[0])
+        if bound not in _LOOPBACK:
+            return True
+        if host is None:
+            return False
+        name = host.strip().lower()
+        port = f":{int(self.server_address[1])}"
+        if name.endswith(port):
+            name = name[: -len(port)]
+        return name in _LOOPBACK_NAMES
 
     def count(self, n: int) -> None:
         with self._lock:
@@ -131,6 +148,11 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
 
     def _handle(self, body: bool) -> None:
         try:
+            hosts = self.headers.get_all("Host") or []
+            if len(hosts) != 1 or not self.server.host_allowed(hosts[0]):
+                # A page elsewhere must not reach a loopback server through a DNS name it
+                # controls (DNS rebinding): loopback servers answer only loopback names.
+                raise _Refused(403, "unexpected Host header")
             raw = urllib.parse.urlsplit(self.path).path
             if not raw.startswith("/"):
                 raise _Refused(400, "the path must start with /")
@@ -216,7 +238,7 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                if rng is not None:
+                if isinstance(rng, tuple):
                     start, end = rng
                     status = 206
             self.send_response(status)

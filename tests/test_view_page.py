@@ -376,3 +376,19 @@ def test_episodes_in_parts_and_vector_writers(driver, tmp_path):
         assert at["actions"] == int(ep.actions[-1])
     finally:
         served.close()
+
+
+def test_a_broken_recording_shows_one_error_naming_the_file(driver, tmp_path):
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 1)
+    batch = sorted(rec.glob("*.ep*.json"))[0]
+    batch.write_bytes(batch.read_bytes()[:-20])  # a truncated batch file
+    served = Served(rec)
+    try:
+        driver.get(served.url)
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "error")
+        text = driver.execute_script("return document.getElementById('error').textContent")
+        assert text.startswith("Error: ") and batch.name in text
+        assert "bytes, the manifest says" in text
+    finally:
+        served.close()

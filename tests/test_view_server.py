@@ -56,7 +56,8 @@ def request(server, path: str, headers: dict | None = None, method: str = "GET")
     host, port = server.server_address[:2]
     conn = http.client.HTTPConnection(host, port, timeout=10)
     try:
-        conn.putrequest(method, path, skip_accept_encoding=True)
+        conn.putrequest(method, path, skip_accept_encoding=True,
+                        skip_host="Host" in (headers or {}))
         for k, v in (headers or {}).items():
             conn.putheader(k, v)
         conn.endheaders()
@@ -163,6 +164,16 @@ def test_range_unsatisfiable_and_ignored(server, recording):
         assert status == 200 and body == path.read_bytes(), ignored
     status, headers, body = request(server, url, {"Range": "bytes=0-7"}, method="HEAD")
     assert status == 206 and body == b"" and headers["Content-Length"] == "8"
+
+
+@pytest.mark.parametrize("host, status", [
+    ("evil.example:{port}", 403), ("127.0.0.1.evil.example", 403), ("localhost:{port}", 200),
+    ("127.0.0.1:{port}", 200), ("LOCALHOST", 200),
+])
+def test_loopback_server_answers_only_loopback_names(server, host, status):
+    got, _, body = request(server, "/api/manifests",
+                           {"Host": host.format(port=server.server_address[1])})
+    assert got == status, body
 
 
 def test_bytes_sent_counts_recording_bodies(server, recording):

@@ -19,12 +19,21 @@ export class ViewerError extends Error {}
 /** Counts what was fetched, for the page's status line and the benchmarks. */
 export const stats = { requests: 0, bytes: 0, timings: {} };
 
-async function fetchJSON(url) {
+async function fetchJSON(url, expectedSize = undefined) {
   stats.requests++;
   const r = await fetch(url, { cache: "no-store" });
   if (!r.ok) throw new ViewerError(`${url}: HTTP ${r.status}`);
-  const text = await r.text();
-  stats.bytes += text.length;
+  const bytes = await r.arrayBuffer();
+  stats.bytes += bytes.byteLength;
+  if (Number.isInteger(expectedSize) && bytes.byteLength !== expectedSize) {
+    throw new ViewerError(`${url}: ${bytes.byteLength} bytes, the manifest says ${expectedSize} (changed or truncated?)`);
+  }
+  let text;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch (e) {
+    throw new ViewerError(`${url}: not valid UTF-8`);
+  }
   try {
     return JSON.parse(text);
   } catch (e) {
@@ -215,7 +224,7 @@ export class Recording {
   async _batch(b) {
     const key = `${b.fn}:${b.json_size}`;
     if (!this._batchCache.has(key)) {
-      const doc = await fetchJSON(fileURL(b.fn));
+      const doc = await fetchJSON(fileURL(b.fn), b.json_size);
       if (!doc || typeof doc !== "object" || !Array.isArray(doc.episodes)) throw new ViewerError(`${b.fn}: no 'episodes' list`);
       this._batchCache.set(key, doc);
     }
