@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check only episode I (repeatable; earlier episodes are replayed as "
                         "far as needed)")
 
-    p = add("plot", cmd_plot, "plot episode return and length (needs gym_recorder[plot])",
+    p = add("plot", cmd_plot, "plot episode return and length (needs the [plot] extra)",
             "Plot the return and the length of every episode. The file type follows the "
             "suffix of --output (png, svg, pdf).",
             _examples("gym-recorder plot rec -o returns.png",
@@ -497,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="image size in pixels (default 1000x600)")
     p.add_argument("--dpi", type=_positive_int, default=100, help="resolution (default 100)")
 
-    p = add("video", cmd_video, "film an episode (needs gym_recorder[video])",
+    p = add("video", cmd_video, "film an episode (needs the [video] extra)",
             "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
             "inside a Dict), or if there are none by replaying the env with "
             "render_mode='rgb_array'. mp4 or gif, by the suffix of --output. One frame per "

@@ -56,7 +56,7 @@ def _require(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingExtraError(f"{module} is not installed; install it with: "
-                                f"pip install 'gym_recorder[{extra}]'") from e
+                                f"pip install 'gymnasium-recorder[{extra}]'") from e
 
 
 def _finite(x: float) -> float | None:

@@ -365,7 +365,7 @@ def test_missing_extra_names_it(cartpole, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     assert cli.main(["plot", str(cartpole), "-o", str(tmp_path / "r.png")]) == 1
     assert error_lines(capsys) == ["gym-recorder plot: error: matplotlib is not installed; "
-                                   "install it with: pip install 'gym_recorder[plot]'"]
+                                   "install it with: pip install 'gymnasium-recorder[plot]'"]
 
 
 # -- video -------------------------------------------------------------------------------------
