@@ -26,6 +26,7 @@ import atomicwrites
 
 from . import format
 from .errors import FormatError, RecorderError
+from ._salvage import salvage_runs, write_batch
 from .format import (FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, dumps,
                      open_regular, parse_ref, read_json_file)
 
@@ -65,7 +66,8 @@ class Problem:
 # Checking one batch
 
 
-def _walk_refs(obj: Any, where: str, out: list[tuple[dict, str]], depth: int = 0) -> None:
+def _walk_refs(obj: Any, where: str, out: list[tuple[dict[str, Any], str]],
+               depth: int = 0) -> None:
     """Collects every array reference (``{"__type": "ndarray", ...}``) inside a JSON value."""
     if depth > 4 * 64:  # far deeper than any batch we write; refuse to recurse further
         raise FormatError(f"{where}: nested too deeply")
@@ -94,17 +96,32 @@ def _crc_of(fd: int, offset: int, size: int) -> int | None:
 
 
 class _BatchCheck:
-    """The result of checking one batch: its manifest entry (when complete) and its problems."""
+    """The result of checking one batch: its manifest entry (when complete) and its problems.
+
+    A problem is either the batch's as a whole (``fatal``: its JSON, its header, its counts) or
+    one entry's (an array reference that is out of bounds or whose checksum fails): ``bad`` maps
+    each damaged entry's position to its first problem, so that repair can keep the others.
+    """
 
     def __init__(self, json_name: str) -> None:
         self.json_name = json_name
-        self.bin_name: str | None = None
+        self.bin_name: str = json_name
         self.problems: list[tuple[str, str]] = []  # (file name, message)
-        self.info: dict | None = None  # the manifest BATCH entry, when the batch is complete
-        self.header: dict | None = None
-        self.doc: dict | None = None
+        self.info: dict[str, Any] | None = None  # the manifest BATCH entry, when complete
+        self.header: dict[str, Any] | None = None
+        self.doc: dict[str, Any] | None = None
+        self.fatal = False
+        self.bad: dict[int, str] = {}
 
-    def add(self, name: str, message: str) -> None:
+    def add(self, name: str, message: str, entry: int | None = None) -> None:
+        if entry is None:
+            self.fatal = True
+        else:
+            self.bad.setdefault(entry, f"{name}: {message}")
+        self.note(name, message)
+
+    def note(self, name: str, message: str) -> None:
+        """Records a problem that neither condemns the batch nor names one entry."""
         if len(self.problems) < MAX_PROBLEMS_PER_FILE:
             self.problems.append((name, message))
 
@@ -114,7 +131,7 @@ class _BatchCheck:
 
 
 def _check_batch(directory: str, prefix: str, first: int, json_name: str,
-                 listed: dict | None) -> _BatchCheck:
+                 listed: dict[str, Any] | None) -> _BatchCheck:
     """Checks one batch of our format: its files, its structure and every array's checksum.
 
     Args:
@@ -155,7 +172,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     if listed is not None and listed.get("len") != len(entries):
         check.add(json_name, f"{len(entries)} entries, the manifest says {listed.get('len')}")
     steps = episodes = 0
-    refs: list[tuple[dict, str]] = []
+    refs: list[tuple[int, dict[str, Any], str]] = []  # (entry position, reference, where)
     for pos, entry in enumerate(entries):
         where = f"entry {first + pos}"
         if not isinstance(entry, dict):
@@ -169,10 +186,12 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         if type(entry.get("steps")) is int:
             steps += entry["steps"]
         episodes += entry.get("part") == 0
+        found: list[tuple[dict[str, Any], str]] = []
         try:
-            _walk_refs(entry, where, refs)
+            _walk_refs(entry, where, found)
         except FormatError as e:
             check.add(json_name, str(e))
+        refs += [(pos, obj, w) for obj, w in found]
     if listed is not None:
         for key, value in (("steps", steps), ("episodes", episodes)):
             if listed.get(key) != value:
@@ -188,21 +207,23 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     try:
         bin_size = os.fstat(fd).st_size
         if listed is not None and listed.get("bin_size") != bin_size:
-            check.add(bin_name, f"file has {bin_size} bytes, the manifest says "
-                                f"{listed.get('bin_size')!r}")
-        for obj, where in refs:
+            # Not fatal by itself: the arrays that lie inside the file may all check out.
+            check.note(bin_name, f"file has {bin_size} bytes, the manifest says "
+                                 f"{listed.get('bin_size')!r}")
+        for pos, obj, where in refs:
             try:
                 ref = parse_ref(obj, f"{json_name} {where}", file=bin_name)
             except FormatError as e:
-                check.add(json_name, str(e).removeprefix(f"{json_name} "))
+                check.add(json_name, str(e).removeprefix(f"{json_name} "), entry=pos)
                 continue
             if ref.offset + ref.size > bin_size:
                 check.add(bin_name, f"{json_name} {where}: bytes {ref.offset}.."
                                     f"{ref.offset + ref.size} lie outside the file "
-                                    f"({bin_size} bytes)")
+                                    f"({bin_size} bytes)", entry=pos)
             elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.size) != ref.crc32:
                 check.add(bin_name, f"{json_name} {where}: CRC-32 of the array's bytes "
-                                    f"(at {ref.offset}, {ref.size} bytes) does not match")
+                                    f"(at {ref.offset}, {ref.size} bytes) does not match",
+                          entry=pos)
     finally:
         os.close(fd)
     if check.ok:
@@ -321,6 +342,17 @@ class _Mover:
                       os.path.join(self.directory, self.folder, name))
         return f"{self.folder}{os.sep}"
 
+    def copy(self, name: str) -> str:
+        """Copies a file into the folder (fsynced), for one that is about to be replaced."""
+        where = self.move([])
+        assert self.folder is not None
+        with open(os.path.join(self.directory, name), "rb") as src:
+            data = src.read()
+        with atomicwrites.atomic_write(os.path.join(self.directory, self.folder, name),
+                                       mode="wb", overwrite=False) as f:
+            f.write(data)
+        return where
+
 
 def _header_of(doc: Any, prefix: str) -> dict | None:
     """The header fields of a manifest (or a batch's "header"), if they describe this writer."""
@@ -380,9 +412,43 @@ def repair(directory: str | os.PathLike) -> list[str]:
     return actions
 
 
+class _Salvage:
+    """A damaged batch some of whose entries are kept: its check, the runs kept, what is wrong."""
+
+    def __init__(self, check: _BatchCheck, runs: list[list[int]], why: str) -> None:
+        self.check, self.runs, self.why = check, runs, why
+        self.written: list[dict[str, Any]] = []  # the BATCH entries of the new batches
+
+
+def _run_names(prefix: str, salvage: _Salvage, run: list[int]) -> tuple[str, str]:
+    assert salvage.check.doc is not None
+    stem = batch_stem(prefix, salvage.check.doc["first"] + run[0])
+    return stem + ".json", stem + ".bin"
+
+
+def _write_run(directory: str, prefix: str, salvage: _Salvage, run: list[int],
+               source_bin: str) -> None:
+    """Writes one run of a salvaged batch, checks the new files like any batch, records it."""
+    assert salvage.check.doc is not None
+    json_name, _ = write_batch(directory, prefix, salvage.check.doc, run, source_bin)
+    first = salvage.check.doc["first"] + run[0]
+    check = _check_batch(directory, prefix, first, json_name, None)
+    if not check.ok or check.info is None:
+        raise RecorderError(f"{json_name}: the salvaged batch does not check out (a bug): "
+                            f"{check.problems[:1]}")
+    salvage.written.append(check.info)
+
+
 def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
                    mover: _Mover) -> list[str]:
-    """Repairs one writer's manifest and batches; returns the lines describing what it did."""
+    """Repairs one writer's manifest and batches; returns the lines describing what it did.
+
+    Nothing is changed until every batch is checked. Then, so that a kill at any moment leaves
+    a manifest that lists only complete batches: files no manifest lists are moved aside, the
+    salvaged batches that need no listed file's name are written, the new manifest is committed,
+    and only then are the batches it no longer lists moved aside (and the salvaged batches that
+    take their names written, and the manifest committed once more).
+    """
     actions: list[str] = []
     manifest = prefix + MANIFEST_SUFFIX
     manifest_path = os.path.join(directory, manifest)
@@ -397,17 +463,21 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
     if isinstance(old, dict) and "format" not in old and "version" not in old:
         return []  # an OpenAI gym-recording writer: not ours to rewrite
     header = _header_of(old, prefix)
-    listed: dict[str, dict] = {}
+    listed: dict[str, dict[str, Any]] = {}
     old_batches = old.get("batches") if isinstance(old, dict) else None
     if header is None and not old_problem:
         old_problem = "not a valid manifest of this writer"
     elif header is not None and not isinstance(old_batches, list):
         old_problem = "'batches' is not a list"
-    elif header is not None:
+    elif header is not None and isinstance(old_batches, list):
         listed = {b["fn"]: b for b in old_batches if isinstance(b, dict)
                   and isinstance(b.get("fn"), str)}
-    kept: list[dict] = []
-    moved: set[str] = set()
+    listed_files = set(listed) | {b["bin"] for b in listed.values() if isinstance(b.get("bin"),
+                                                                                 str)}
+    # -- plan: check every batch, change nothing
+    kept: list[dict[str, Any]] = []
+    salvages: list[_Salvage] = []
+    to_move: list[tuple[list[str], str]] = []  # (file names, why)
     end = 0
     for first in sorted(batches):
         stem = batch_stem(prefix, first)
@@ -415,6 +485,8 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
         names = [stem + "." + ext for ext in ("json", "bin") if ext in exts]
         if "json" not in exts:
             why = "a .bin without its .json (a batch a writer never finished)"
+        elif first < end:
+            why = f"its entries overlap the previous batch (which ends at entry {end})"
         else:
             check = _check_batch(directory, prefix, first, stem + ".json", listed.get(
                 stem + ".json"))
@@ -422,29 +494,41 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
                 why = f"names {check.bin_name!r} as its .bin"
             elif not check.ok:
                 why = "; ".join(f"{file}: {message}" for file, message in check.problems[:3])
-            elif first < end:
-                why = f"its entries overlap the previous batch (which ends at entry {end})"
+                runs = ([] if check.fatal or check.doc is None else
+                        salvage_runs(check.doc["episodes"], set(check.bad)))
+                if runs:
+                    damaged = "; ".join(check.bad[pos] for pos in sorted(check.bad)[:3])
+                    salvages.append(_Salvage(check, runs, damaged or why))
+                    to_move.append((names, ""))
+                    end = first + len(check.doc["episodes"]) if check.doc else end
+                    if header is None and check.header is not None:
+                        header = _header_of(check.header, prefix)
+                    continue
             else:
+                assert check.info is not None
                 why = ""
                 if header is None and check.header is not None:
                     header = _header_of(check.header, prefix)
                 kept.append(listed.get(stem + ".json") or check.info)  # keep unknown keys
                 end = first + check.info["len"]
         if why:
-            where = mover.move(names)
-            moved.update(names)
-            actions.append(f"moved {', '.join(names)} to {where}: {why}")
-    if not kept and not listed and old_problem == "missing":
+            to_move.append((names, why))
+    if not kept and not listed and not salvages and old_problem == "missing":
+        for names, why in to_move:
+            actions.append(f"moved {', '.join(names)} to {mover.move(names)}: {why}")
         return actions
     if header is None:
+        for names, why in to_move:
+            actions.append(f"moved {', '.join(names)} to {mover.move(names)}: {why}")
         actions.append(f"cannot rebuild {manifest}: no valid manifest and no batch carries the "
                        "header (spaces, env id); left as is")
         return actions
     old_list = list(old_batches) if isinstance(old_batches, list) else None
-    if not old_problem and old_list == kept:
+    if not old_problem and old_list == kept and not to_move:
         return actions
     kept_names = {b["fn"] for b in kept}
-    gone = [name for name in listed if name not in kept_names and name not in moved
+    moved_names = {n for names, _ in to_move for n in names}
+    gone = [name for name in listed if name not in kept_names and name not in moved_names
             and not os.path.lexists(os.path.join(directory, name))]
     if gone:
         actions.append(f"{manifest} lists {len(gone)} batch file(s) that are missing: "
@@ -452,16 +536,65 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
     # "complete" stays true only if the writer closed cleanly and every batch it listed is kept.
     complete = (not old_problem and isinstance(old, dict) and old.get("complete") is True
                 and all(name in kept_names for name in listed))
-    doc = {**header, "batches": kept, "complete": complete}
+    # -- act, in an order that keeps the directory readable at every moment
+    where_now: dict[str, str] = {}  # file name -> its path once moved
+
+    def move(names: list[str], why: str) -> None:
+        where = mover.move(names)
+        for n in names:
+            where_now[n] = os.path.join(directory, where, n)
+        if why:
+            actions.append(f"moved {', '.join(names)} to {where}: {why}")
+
+    later = [(names, why) for names, why in to_move if set(names) & listed_files]
+    for names, why in to_move:
+        if not set(names) & listed_files:
+            move(names, why)
+    deferred: list[tuple[_Salvage, list[int]]] = []
+    for salvage in salvages:
+        for run in salvage.runs:
+            if set(_run_names(prefix, salvage, run)) & listed_files:
+                deferred.append((salvage, run))
+            else:
+                bin_name = salvage.check.bin_name
+                _write_run(directory, prefix, salvage, run,
+                           where_now.get(bin_name, os.path.join(directory, bin_name)))
     if old_problem != "missing":
-        where = mover.move([manifest])
-        actions.append(f"moved {manifest} to {where} ({old_problem or 'it listed other batches'})")
-    with atomicwrites.atomic_write(manifest_path, mode="wb", overwrite=True) as f:
-        f.write(dumps(doc))
-    steps = sum(b["steps"] for b in kept)
-    episodes = sum(b["episodes"] for b in kept)
+        where = mover.copy(manifest)
+        actions.append(f"copied {manifest} to {where} before rewriting it "
+                       f"({old_problem or 'it listed other batches'})")
+
+    def commit() -> list[dict[str, Any]]:
+        batches_now = sorted(kept + [b for s in salvages for b in s.written],
+                             key=lambda b: int(b["first"]))
+        doc = {**header, "batches": batches_now, "complete": complete}
+        with atomicwrites.atomic_write(manifest_path, mode="wb", overwrite=True) as f:
+            f.write(dumps(doc))
+        return batches_now
+
+    final = commit()
+    if later or deferred:
+        for names, why in later:
+            move(names, why)
+        for salvage, run in deferred:
+            bin_name = salvage.check.bin_name
+            _write_run(directory, prefix, salvage, run, where_now[bin_name])
+        final = commit()
+    for salvage in salvages:
+        doc = salvage.check.doc
+        assert doc is not None
+        n = len(doc["episodes"])
+        k = sum(b["len"] for b in salvage.written)
+        new = ", ".join(b["fn"] for b in salvage.written)
+        names = [salvage.check.json_name, salvage.check.bin_name]
+        folder = os.path.relpath(os.path.dirname(where_now[names[0]]), directory) + os.sep
+        actions.append(
+            f"kept {k} of {n} entries of {names[0]} ({sum(b['episodes'] for b in salvage.written)}"
+            f" episode(s) starting, {sum(b['steps'] for b in salvage.written)} step(s)) as "
+            f"{new}; moved {', '.join(names)} to {folder}: damaged: {salvage.why}")
+    steps = sum(b["steps"] for b in final)
+    episodes = sum(b["episodes"] for b in final)
     before = "" if old_list is None else f"; it listed {len(old_list)}"
-    actions.append(f"rebuilt {manifest} from {len(kept)} complete batch(es): {episodes} "
+    actions.append(f"rebuilt {manifest} from {len(final)} complete batch(es): {episodes} "
                    f"episode(s), {steps} step(s){before}")
     return actions
-
