@@ -73,15 +73,16 @@ def dir_bytes(directory: str | os.PathLike) -> int:
 def summarize(directory: str | os.PathLike) -> dict:
     """Summarises a recording: one row per episode, totals, spaces, env id, writers, bytes.
 
-    Every value is JSON-encodable; non-finite returns are given as None.
+    Every value is JSON-encodable; non-finite total rewards are given as None. An episode's
+    total reward (its return) is named ``total_reward`` as in :class:`~gym_recorder.Episode`.
 
     Returns:
         A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
-        ``observation_space`` and ``action_space`` (their ``str``), ``return_mean``,
-        ``return_min``, ``return_max`` (None without episodes), ``ends`` (count per way an
-        episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
+        ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
+        ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per
+        way an episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
         ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
-        and ``episode_table`` (a list of dicts: ``index``, ``length``, ``return``, ``end``,
+        and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
         ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``).
     """
     with RecordingReader(directory) as reader:
@@ -93,11 +94,12 @@ def summarize(directory: str | os.PathLike) -> dict:
             end = ep.end if ep.end is not None else "none"
             ends[end] = ends.get(end, 0) + 1
             rows.append({"index": ep.index, "length": ep.length,
-                         "return": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
+                         "total_reward": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
                          "sub_env": ep.sub_env, "writer": number[ep.writer]})
         obs_space, act_space = reader.observation_space, reader.action_space
         env_id = reader.env_id
-    returns = np.array([r["return"] for r in rows if r["return"] is not None], dtype=float)
+    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None],
+                       dtype=float)
     return {
         "directory": os.fspath(directory),
         "env_id": env_id,
@@ -106,9 +108,9 @@ def summarize(directory: str | os.PathLike) -> dict:
         "bytes": dir_bytes(directory),
         "observation_space": None if obs_space is None else str(obs_space),
         "action_space": None if act_space is None else str(act_space),
-        "return_mean": float(returns.mean()) if returns.size else None,
-        "return_min": float(returns.min()) if returns.size else None,
-        "return_max": float(returns.max()) if returns.size else None,
+        "total_reward_mean": float(returns.mean()) if returns.size else None,
+        "total_reward_min": float(returns.min()) if returns.size else None,
+        "total_reward_max": float(returns.max()) if returns.size else None,
         "ends": dict(sorted(ends.items())),
         "writers": [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                      "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
@@ -253,7 +255,8 @@ def plot_returns(summary: dict, path: str | os.PathLike, *,
     from matplotlib.figure import Figure
 
     x = np.array([r["index"] for r in rows])
-    returns = np.array([np.nan if r["return"] is None else r["return"] for r in rows], float)
+    returns = np.array([np.nan if r["total_reward"] is None else r["total_reward"]
+                        for r in rows], float)
     lengths = np.array([r["length"] for r in rows])
     fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
     FigureCanvasAgg(fig)
