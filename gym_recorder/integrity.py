@@ -585,7 +585,7 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
         assert doc is not None
         n = len(doc["episodes"])
         k = sum(b["len"] for b in salvage.written)
-        new = ", ".join(b["fn"] for b in salvage.written)
+        new = ", ".join(b["fn"] for b in sorted(salvage.written, key=lambda b: int(b["first"])))
         names = [salvage.check.json_name, salvage.check.bin_name]
         folder = os.path.relpath(os.path.dirname(where_now[names[0]]), directory) + os.sep
         actions.append(
