@@ -16,7 +16,7 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._version import __version__
@@ -53,7 +53,7 @@ def _say(args: argparse.Namespace, text: str = "") -> None:
         print(text)
 
 
-def _json_object(text: str) -> dict:
+def _json_object(text: str) -> dict[str, Any]:
     """argparse type for --env-kwargs: a JSON object."""
     try:
         value = json.loads(text)
@@ -65,7 +65,7 @@ def _json_object(text: str) -> dict:
     return value
 
 
-def _int_at_least(minimum: int):
+def _int_at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer no smaller than ``minimum``."""
     def parse(text: str) -> int:
         try:
@@ -333,7 +333,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     shown = rows if len(rows) <= limit else rows[: (limit + 1) // 2] + [None] + rows[
         len(rows) - limit // 2:]
     header = ("episode", "length", "total_reward", "end", "seed", "sub_env", "writer")
-    table = [header]
+    table: list[tuple[str, ...]] = [header]
     for r in shown:
         if r is None:
             table.append(("...",) + ("",) * (len(header) - 1))
@@ -396,7 +396,7 @@ def cmd_video(args: argparse.Namespace) -> int:
     from .export import DEFAULT_FPS, image_leaves, write_video
     from .reader import RecordingReader
 
-    frames = None
+    frames: Any = None
     with RecordingReader(args.directory) as reader:
         episode = reader[args.episode]
         index = episode.index

@@ -63,14 +63,14 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def dir_bytes(directory: str | os.PathLike) -> int:
+def dir_bytes(directory: str | os.PathLike[str]) -> int:
     """Bytes of the regular files directly in ``directory``."""
-    with os.scandir(directory) as it:
+    with os.scandir(os.fspath(directory)) as it:
         return sum(e.stat(follow_symlinks=False).st_size for e in it
                    if e.is_file(follow_symlinks=False))
 
 
-def summarize(directory: str | os.PathLike) -> dict:
+def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Summarises a recording: one row per episode, totals, spaces, env id, writers, bytes.
 
     Every value is JSON-encodable; non-finite total rewards are given as None. An episode's
@@ -88,7 +88,7 @@ def summarize(directory: str | os.PathLike) -> dict:
     with RecordingReader(directory) as reader:
         writers = reader.writers
         number = {w["prefix"]: k for k, w in enumerate(writers)}
-        rows = []
+        rows: list[dict[str, Any]] = []
         ends: dict[str, int] = {}
         for ep in reader.summaries():  # rewards only: no observations are read
             end = ep.end if ep.end is not None else "none"
@@ -144,8 +144,8 @@ def _as_array(name: str, leaf: Any) -> np.ndarray:
                       f"different shapes and cannot be exported to npz")
 
 
-def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
-               compress: bool = False) -> dict:
+def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], *,
+               compress: bool = False) -> dict[str, Any]:
     """Writes every episode of a recording, concatenated, into one ``.npz`` file.
 
     With E episodes of N_0, ..., N_{E-1} steps and S = sum(N_i) steps in all, the file holds:
@@ -180,8 +180,8 @@ def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
         ExportError: if the recording is empty, its episodes have different structures, or a
             leaf cannot be stored as one array.
     """
-    obs_parts: dict[str, list] = {}
-    act_parts: dict[str, list] = {}
+    obs_parts: dict[str, list[Any]] = {}
+    act_parts: dict[str, list[Any]] = {}
     rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
     with RecordingReader(directory) as reader:
         for ep in reader:
@@ -218,7 +218,7 @@ def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
     arrays["observation_starts"] = starts + np.arange(len(lengths), dtype=np.int64)
     arrays["episode_seeds"] = np.array(seeds, dtype=np.int64)
     arrays["episode_sub_envs"] = np.array(subs, dtype=np.int64)
-    save = np.savez_compressed if compress else np.savez
+    save: Any = np.savez_compressed if compress else np.savez
     path = os.fspath(path)
     with open(path, "wb") as f:
         save(f, **arrays)
@@ -228,7 +228,7 @@ def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
 
 # -- plot ----------------------------------------------------------------------------------------
 
-def plot_returns(summary: dict, path: str | os.PathLike, *,
+def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
                  size: tuple[int, int] = DEFAULT_PLOT_SIZE, dpi: int = DEFAULT_PLOT_DPI) -> None:
     """Plots episode return and length over episodes into an image file.
 
@@ -305,7 +305,7 @@ def _pad_even(frame: np.ndarray) -> np.ndarray:
     return frame
 
 
-def write_video(frames: Any, path: str | os.PathLike, *, fps: float = DEFAULT_FPS) -> int:
+def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAULT_FPS) -> int:
     """Writes rgb frames (uint8 H x W x 3 each) to an ``.mp4`` or ``.gif`` file.
 
     mp4 is H.264 (ffmpeg via imageio-ffmpeg, yuv420p) with frames padded to even sizes, one
@@ -347,7 +347,8 @@ def write_video(frames: Any, path: str | os.PathLike, *, fps: float = DEFAULT_FP
     import imageio.v2 as iio2
 
     with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                         pixelformat="yuv420p", macro_block_size=1) as writer:
+                         pixelformat="yuv420p", macro_block_size=1) as w:
+        writer: Any = w  # (imageio's v2 type is the base class, without append_data)
         for f in frames:
             writer.append_data(_pad_even(f))
     return len(frames)

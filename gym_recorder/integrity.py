@@ -244,7 +244,7 @@ def _load_manifest(directory: str, name: str) -> Any:
     return _Manifest(directory, name)
 
 
-def verify(directory: str | os.PathLike) -> list[Problem]:
+def verify(directory: str | os.PathLike[str]) -> list[Problem]:
     """Checks every manifest, batch, array reference and checksum of a recording.
 
     Files that no manifest lists are not checked (readers ignore them; :func:`repair` tidies
@@ -307,11 +307,10 @@ def verify(directory: str | os.PathLike) -> list[Problem]:
                 reader[i]
             except Exception as e:  # noqa: BLE001 - a hostile file must end in a report
                 message = str(e)
-                name = re.split(r"[: ]", message, maxsplit=1)[0]
-                if name not in known:
-                    name = None
-                if (name or "") not in reported:
-                    report(name, f"episode {i}: {message}" if isinstance(e, FormatError)
+                first_word = re.split(r"[: ]", message, maxsplit=1)[0]
+                culprit = first_word if first_word in known else None
+                if (culprit or "") not in reported:
+                    report(culprit, f"episode {i}: {message}" if isinstance(e, FormatError)
                            else f"episode {i}: {type(e).__name__}: {message}")
     return problems
 
@@ -354,7 +353,7 @@ class _Mover:
         return where
 
 
-def _header_of(doc: Any, prefix: str) -> dict | None:
+def _header_of(doc: Any, prefix: str) -> dict[str, Any] | None:
     """The header fields of a manifest (or a batch's "header"), if they describe this writer."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME or doc.get("prefix") != prefix:
         return None
@@ -366,7 +365,7 @@ def _header_of(doc: Any, prefix: str) -> dict | None:
     return {k: v for k, v in doc.items() if k not in _NOT_HEADER}
 
 
-def repair(directory: str | os.PathLike) -> list[str]:
+def repair(directory: str | os.PathLike[str]) -> list[str]:
     """Rebuilds manifests from the complete batch files and moves everything else aside.
 
     For each writer prefix found in the directory: every batch whose .json and .bin are complete
