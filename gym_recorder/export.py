@@ -80,8 +80,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
         ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
         ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per
-        way an episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
-        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
+        way an episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of
+        dicts: ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
         and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
         ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``).
     """

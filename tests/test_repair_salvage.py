@@ -82,8 +82,10 @@ def test_one_bad_array_loses_only_its_episode(tmp_path):
     kept = [line for line in actions if line.startswith("kept ")]
     assert len(kept) == 1, actions
     assert kept[0].startswith(f"kept {n_entries - 1} of {n_entries} entries of {victim} ")
-    assert f"moved {stem}.json, {stem}.bin to {REPAIR_FOLDER_PREFIX}" in kept[0]
-    assert "damaged: " in kept[0] and "CRC-32" in kept[0]
+    # The kept entries take the batch's names (its first entry is kept): the damaged files are
+    # copied aside before they are replaced.
+    assert f"; copied the damaged {stem}.json, {stem}.bin to {REPAIR_FOLDER_PREFIX}" in kept[0]
+    assert "CRC-32 of the array's bytes" in kept[0]
     assert actions[-1].startswith("rebuilt ")
     assert verify(tmp_path) == []
     # Every other episode is there, byte for byte; the damaged one alone is gone.
@@ -107,7 +109,7 @@ def test_cli_repair_says_what_was_kept_and_moved(tmp_path):
                            text=True, timeout=60)
     assert fixed.returncode == 0 and fixed.stderr == ""
     assert f"kept " in fixed.stdout and f"entries of {victim} " in fixed.stdout
-    assert f"moved {victim}, " in fixed.stdout
+    assert f"the damaged {victim}, " in fixed.stdout
     ok = subprocess.run(run + ["verify", "rec"], cwd=tmp_path, env=env, capture_output=True,
                         text=True, timeout=60)
     assert ok.returncode == 0 and ok.stdout.strip() == "rec: no problems found"
