@@ -3,9 +3,9 @@
 ``python -m build --sdist`` builds the sdist from this checkout (or from an unpacked sdist: the
 same test runs there). Its file list is compared with what is under ``tests/``, ``benchmarks/``
 and ``sample_envs/`` (``git ls-files`` in a checkout, the files on disk otherwise), so a file
-left out of ``MANIFEST.in`` fails here. Then the unpacked sdist is installed into a scratch venv
-(its dependencies come from this interpreter's site-packages: nothing is downloaded) and some of
-its own tests run from the unpacked copy.
+left out of ``MANIFEST.in`` fails here. Then the unpacked sdist is installed into a scratch folder
+put first on the path (its dependencies are this environment's: nothing is downloaded) and some
+of its own tests run from the unpacked copy.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import venv
 from pathlib import Path
 
 import pytest
@@ -84,34 +83,36 @@ def test_sdist_holds_every_file_the_tests_need(sdist: Path) -> None:
     assert not [m for m in members if "__pycache__" in m or m.endswith(".pyc")]
 
 
+@pytest.mark.stress  # (about 15 s: an install and three test files)
 def test_sdist_installs_and_its_tests_pass(sdist: Path, tmp_path: Path) -> None:
     with tarfile.open(sdist) as tar:
         tar.extractall(tmp_path, filter="data")
     (unpacked,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
-    python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
+    # Installed with this interpreter's pip into a scratch folder (no deps, no downloads), which
+    # then comes first on the path: the dependencies are this environment's, venv or not.
+    target = tmp_path / "site"
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # This interpreter's pip installs into the venv (--prefix), without deps or downloads.
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-         "--no-index", "--quiet", "--prefix", str(env_dir), str(unpacked)],
+         "--no-index", "--quiet", "--target", str(target), str(unpacked)],
         capture_output=True, text=True, env=clean, timeout=300)
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    clean["PYTHONPATH"] = str(target)
+    python = sys.executable
     where = subprocess.run(
-        [str(python), "-c", "import gym_recorder, os; d = os.path.dirname(gym_recorder.__file__);"
+        [python, "-c", "import gym_recorder, os; d = os.path.dirname(gym_recorder.__file__);"
          " print(d); print(os.path.exists(os.path.join(d, 'py.typed')))"],
         capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=60)
     assert where.returncode == 0, where.stderr
     package_dir, typed = where.stdout.split()
-    assert Path(package_dir).resolve().is_relative_to(env_dir.resolve()), package_dir
+    assert Path(package_dir).resolve().is_relative_to(target.resolve()), package_dir
     assert typed == "True"
-    cli = subprocess.run([str(python), "-m", "gym_recorder", "--version"], capture_output=True,
+    cli = subprocess.run([python, "-m", "gym_recorder", "--version"], capture_output=True,
                          text=True, env=clean, cwd=tmp_path, timeout=60)
     assert cli.returncode == 0 and cli.stdout.startswith("gym-recorder "), cli
     # The sdist's own tests, run from the unpacked copy, with its conftest and sample envs.
     tests = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_smoke.py",
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_smoke.py",
          "tests/test_sample_envs.py", "tests/test_integrity.py"],
         capture_output=True, text=True, env=clean, cwd=unpacked, timeout=600)
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
