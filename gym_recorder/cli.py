@@ -240,7 +240,8 @@ class _Progress:
         episodes = f"{status.episodes:,}" + (f"/{self.episodes_total:,}"
                                              if self.episodes_total else "")
         rate = status.steps / max(now - self._start, 1e-9)
-        print(f"{PROG} record: {steps} steps, {episodes} episodes, {mb:.2f} MB written, "
+        noun = "episode" if episodes == "1" else "episodes"
+        print(f"{PROG} record: {steps} steps, {episodes} {noun}, {mb:.2f} MB written, "
               f"{rate:,.0f} steps/s", file=sys.stderr, flush=True)
 
     def close(self) -> None:
