@@ -30,7 +30,9 @@ import sample_envs  # noqa: E402,F401  (registers the sample env ids)
 # 3.12+ warns about it). The fork server is started from a fresh, single-threaded interpreter.
 import multiprocessing  # noqa: E402
 
-multiprocessing.set_start_method("forkserver", force=True)
+multiprocessing.set_start_method(
+    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn",
+    force=True)
 
 
 class TruthEpisode:
