@@ -16,7 +16,7 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._version import __version__
@@ -37,6 +37,8 @@ RANDOM_SEED_BOUND = 2**31
 # (seconds): often enough to look live, rarely enough to cost nothing per step.
 PROGRESS_UPDATE_INTERVAL = 0.1
 PROGRESS_BYTES_INTERVAL = 0.5
+# Without tqdm, a plain progress line on a terminal's stderr this often (seconds).
+PLAIN_PROGRESS_INTERVAL = 3.0
 MB = 1_000_000
 
 
@@ -51,7 +53,7 @@ def _say(args: argparse.Namespace, text: str = "") -> None:
         print(text)
 
 
-def _json_object(text: str) -> dict:
+def _json_object(text: str) -> dict[str, Any]:
     """argparse type for --env-kwargs: a JSON object."""
     try:
         value = json.loads(text)
@@ -63,7 +65,7 @@ def _json_object(text: str) -> dict:
     return value
 
 
-def _int_at_least(minimum: int):
+def _int_at_least(minimum: int) -> Callable[[str], int]:
     """An argparse type: an integer no smaller than ``minimum``."""
     def parse(text: str) -> int:
         try:
@@ -104,6 +106,60 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
+def _count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 episode``, ``2 episodes``, ``1,000 steps``."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+def _action_text(action: Any) -> str:
+    import numpy as np
+
+    if isinstance(action, np.ndarray):
+        return np.array2string(action, threshold=20, separator=", ")
+    return str(action) if isinstance(action, (int, float, np.generic)) else repr(action)
+
+
+class _CheckedPolicy:
+    """The user's policy, remembering its last action so a bad one can be named."""
+
+    def __init__(self, policy: Any, spec: str) -> None:
+        self.policy = policy
+        self.spec = spec
+        self.last: Any = None
+        self.calls = 0
+
+    def __call__(self, observation: Any) -> Any:
+        try:
+            self.last = self.policy(observation)
+        except Exception as e:  # noqa: BLE001  (the user's code: say whose error it is)
+            raise CommandError(f"policy {self.spec} raised {type(e).__name__}: {e}") from e
+        self.calls += 1
+        return self.last
+
+    def explain(self, args: argparse.Namespace) -> CommandError | None:
+        """If the last action is not in the env's action space: the error that says so."""
+        if not self.calls:
+            return None
+        from .replay import make_env
+
+        try:
+            env = make_env(args.env_id, args.env_kwargs, num_envs=args.num_envs)
+        except Exception:  # noqa: BLE001  (the original error is reported instead)
+            return None
+        try:
+            space = env.action_space
+            try:
+                inside = bool(space.contains(self.last))
+            except Exception:  # noqa: BLE001  (a value the space cannot even compare)
+                inside = False
+        finally:
+            env.close()
+        if inside:
+            return None
+        return CommandError(f"policy returned {_action_text(self.last)}, which is not in "
+                            f"{space}")
+
+
 class _StopOnInterrupt:
     """Turns the first Ctrl-C into a flag the recording loop polls; a second one interrupts."""
 
@@ -132,21 +188,29 @@ class _Progress:
     with --quiet, or when stderr is not a terminal)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.bar = None
+        self.bar: Any = None
+        self.plain = False  # no tqdm: a plain line every PLAIN_PROGRESS_INTERVAL seconds
         self.episodes_total = args.episodes
+        self.steps_total = args.steps
         self._next_bytes = 0.0
         self._next_update = 0.0
         self._mb = 0.0
+        self._start = time.monotonic()
         if args.quiet:
             return
         try:
             from tqdm import tqdm
         except ImportError:
+            self.plain = sys.stderr.isatty()
+            self._next_update = self._start + PLAIN_PROGRESS_INTERVAL
             return
         self.bar = tqdm(total=args.steps, unit="step", desc="recording", file=sys.stderr,
                         disable=None, dynamic_ncols=True, leave=False)
 
     def __call__(self, status: Any) -> None:
+        if self.plain:
+            self._plain(status)
+            return
         bar = self.bar
         if bar is None or bar.disable:
             return
@@ -164,6 +228,22 @@ class _Progress:
                             refresh=False)
         bar.update(status.steps - bar.n)
 
+    def _plain(self, status: Any) -> None:
+        now = time.monotonic()
+        if now < self._next_update:
+            return
+        from .replay import writer_bytes
+
+        self._next_update = now + PLAIN_PROGRESS_INTERVAL
+        mb = writer_bytes(status.directory, status.prefix) / MB
+        steps = f"{status.steps:,}" + (f"/{self.steps_total:,}" if self.steps_total else "")
+        episodes = f"{status.episodes:,}" + (f"/{self.episodes_total:,}"
+                                             if self.episodes_total else "")
+        rate = status.steps / max(now - self._start, 1e-9)
+        noun = "episode" if episodes == "1" else "episodes"
+        print(f"{PROG} record: {steps} steps, {episodes} {noun}, {mb:.2f} MB written, "
+              f"{rate:,.0f} steps/s", file=sys.stderr, flush=True)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -174,7 +254,7 @@ class _Progress:
 def cmd_record(args: argparse.Namespace) -> int:
     from .replay import load_policy, record_env, writer_bytes
 
-    policy = load_policy(args.policy) if args.policy else None
+    policy = _CheckedPolicy(load_policy(args.policy), args.policy) if args.policy else None
     if args.episodes is None and args.steps is None:
         args.episodes = 10
     seed = args.seed if args.seed is not None else secrets.randbelow(RANDOM_SEED_BOUND)
@@ -196,12 +276,19 @@ def cmd_record(args: argparse.Namespace) -> int:
                                 num_envs=args.num_envs, env_kwargs=args.env_kwargs,
                                 recorder_kwargs=recorder_kwargs, on_step=progress,
                                 should_stop=lambda: stop.requested)
+    except Exception as e:
+        better = policy.explain(args) if policy is not None and not isinstance(
+            e, CommandError) else None
+        if better is not None:
+            raise better from e
+        raise
     finally:
         progress.close()
     size = writer_bytes(status.directory, status.prefix)
     unfinished = (f" + {status.unfinished} unfinished (end 'close')"
                   if status.unfinished else "")
-    what = (f"{status.episodes} episodes{unfinished}, {status.steps:,} steps of {args.env_id} "
+    what = (f"{_count(status.episodes, 'episode')}{unfinished}, "
+            f"{_count(status.steps, 'step')} of {args.env_id} "
             f"into {args.directory} (seed {seed}, {size:,} bytes, writer {status.prefix})")
     if status.interrupted:
         print(f"{PROG} record: interrupted; kept {what}", file=sys.stderr)
@@ -214,6 +301,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .export import summarize
 
     s = summarize(args.directory)
+    if not s["writers"]:
+        raise CommandError(f"no recording in {args.directory}")
     if args.json:
         print(json.dumps(s, indent=2, allow_nan=False))
         return EXIT_OK
@@ -226,8 +315,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"action space       {s['action_space'] or '-'}",
         f"episodes           {s['episodes']:,}",
         f"steps              {s['steps']:,}",
-        f"return             mean {_fmt(s['return_mean'])}, min {_fmt(s['return_min'])}, "
-        f"max {_fmt(s['return_max'])}",
+        f"total_reward       mean {_fmt(s['total_reward_mean'])}, "
+        f"min {_fmt(s['total_reward_min'])}, max {_fmt(s['total_reward_max'])}",
         "ends               " + (", ".join(f"{k} {v}" for k, v in s["ends"].items()) or "-"),
         f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
         f"writers            {len(s['writers'])}",
@@ -235,8 +324,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     for k, w in enumerate(s["writers"]):
         state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
         vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
-        lines.append(f"  {k:>3}  {w['prefix']}  {w['episodes']} episodes, {w['batches']} "
-                     f"batch{'es' if w['batches'] != 1 else ''}, {state}{vector}")
+        lines.append(f"  {k:>3}  {w['prefix']}  {_count(w['episodes'], 'episode')}, "
+                     f"{_count(w['batches'], 'batch', 'batches')}, {state}{vector}")
     print("\n".join(lines))
     rows = s["episode_table"]
     if not rows:
@@ -244,13 +333,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     limit = args.limit if args.limit else len(rows)
     shown = rows if len(rows) <= limit else rows[: (limit + 1) // 2] + [None] + rows[
         len(rows) - limit // 2:]
-    header = ("episode", "length", "return", "end", "seed", "sub_env", "writer")
-    table = [header]
+    header = ("episode", "length", "total_reward", "end", "seed", "sub_env", "writer")
+    table: list[tuple[str, ...]] = [header]
     for r in shown:
         if r is None:
             table.append(("...",) + ("",) * (len(header) - 1))
             continue
-        table.append((str(r["index"]), str(r["length"]), _fmt(r["return"]), r["end"] or "-",
+        table.append((str(r["index"]), str(r["length"]), _fmt(r["total_reward"]), r["end"] or "-",
                       "-" if r["seed"] is None else str(r["seed"]),
                       "-" if r["sub_env"] is None else str(r["sub_env"]), str(r["writer"])))
     widths = [max(len(row[c]) for row in table) for c in range(len(header))]
@@ -259,7 +348,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("  ".join(cell.rjust(w) if c not in (3,) else cell.ljust(w)
                         for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
     if len(rows) > limit:
-        print(f"({len(rows) - limit} episodes not shown; --limit 0 shows all)")
+        print(f"({_count(len(rows) - limit, 'episode')} not shown; --limit 0 shows all)")
     return EXIT_OK
 
 
@@ -273,14 +362,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
         where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
                                             if check.sub_env is not None else "")
         if check.status == "match":
-            _say(args, f"{where}: match ({check.length} steps)")
+            _say(args, f"{where}: match ({_count(check.length, 'step')})")
         elif check.status == "skipped":
             _say(args, f"{where}: skipped: {check.message}")
         else:
             first_bad = first_bad or check
-            print(f"{where}: MISMATCH at step {check.step} of {check.length}: {check.message}")
+            print(f"{where}: MISMATCH at step {check.step} of {check.length} (step 0 is the "
+                  f"reset, 1 the first step): {check.message}")
     total = sum(counts.values())
-    summary = (f"{total} episodes replayed: {counts['match']} match, {counts['mismatch']} "
+    summary = (f"{_count(total, 'episode')} replayed: {counts['match']} match, "
+               f"{counts['mismatch']} "
                f"mismatch, {counts['skipped']} skipped")
     if first_bad is not None:
         raise CommandError(f"{summary} (first: episode {first_bad.index} at step "
@@ -296,7 +387,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     s = summarize(args.directory)
     plot_returns(s, args.output, size=args.size, dpi=args.dpi)
-    _say(args, f"wrote {args.output}: return and length of {s['episodes']} episodes "
+    _say(args, f"wrote {args.output}: total reward and length of "
+               f"{_count(s['episodes'], 'episode')} "
                f"({args.size[0]}x{args.size[1]} pixels)")
     return EXIT_OK
 
@@ -305,7 +397,7 @@ def cmd_video(args: argparse.Namespace) -> int:
     from .export import DEFAULT_FPS, image_leaves, write_video
     from .reader import RecordingReader
 
-    frames = None
+    frames: Any = None
     with RecordingReader(args.directory) as reader:
         episode = reader[args.episode]
         index = episode.index
@@ -340,7 +432,8 @@ def cmd_video(args: argparse.Namespace) -> int:
     stored = write_video(frames, args.output, fps=fps)
     merged = (f" ({stored} stored: identical consecutive frames merged, timing kept)"
               if stored != len(frames) else "")
-    _say(args, f"wrote {args.output}: {len(frames)} frames of episode {index} from {source}, "
+    _say(args, f"wrote {args.output}: {_count(len(frames), 'frame')} of episode {index} "
+               f"from {source}, "
                f"{fps:g} fps{merged}")
     return EXIT_OK
 
@@ -351,7 +444,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export import export_npz
 
     result = export_npz(args.directory, args.output, compress=args.compress)
-    _say(args, f"wrote {result['path']}: {result['episodes']} episodes, {result['steps']} steps")
+    _say(args, f"wrote {result['path']}: {_count(result['episodes'], 'episode')}, "
+               f"{_count(result['steps'], 'step')}")
     if not args.quiet:
         width = max(len(k) for k in result["arrays"])
         for name, (shape, dtype) in result["arrays"].items():
@@ -412,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--quiet", "-q", action="store_true",
                         help="print nothing on success (errors still go to stderr)")
+    # Also after COMMAND; SUPPRESS keeps the subcommand from resetting a --traceback given before.
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of an error (for bug reports)")
 
     def add(name: str, func: Any, help: str, description: str, epilog: str
             ) -> argparse.ArgumentParser:
@@ -465,7 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
             "disk, and a table of episodes.",
             _examples("gym-recorder info rec",
                       "gym-recorder info rec --limit 0     # every episode",
-                      "gym-recorder info rec --json | jq .return_mean"))
+                      "gym-recorder info rec --json | jq .total_reward_mean"))
     p.add_argument("directory", help="the recording directory")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (with every episode) instead of text")
@@ -477,7 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
             "A determinism check: make the recorded env again, reset it with each episode's "
             "recorded seed and options, step it with the recorded actions, and compare "
             "observations, rewards, terminations and truncations exactly. Exit status 1 if any "
-            "episode differs (the first differing step is named) or nothing could be checked.",
+            "episode differs (the first differing step is named: step 0 is the reset, step 1 "
+            "the first env.step, up to the episode's length) or nothing could be checked.",
             _examples("gym-recorder replay rec",
                       "gym-recorder replay rec --episode 3 --episode 4",
                       "gym-recorder replay rec --quiet && echo deterministic"))
@@ -486,7 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check only episode I (repeatable; earlier episodes are replayed as "
                         "far as needed)")
 
-    p = add("plot", cmd_plot, "plot episode return and length (needs gym_recorder[plot])",
+    p = add("plot", cmd_plot, "plot episode return and length (needs the [plot] extra)",
             "Plot the return and the length of every episode. The file type follows the "
             "suffix of --output (png, svg, pdf).",
             _examples("gym-recorder plot rec -o returns.png",
@@ -497,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="image size in pixels (default 1000x600)")
     p.add_argument("--dpi", type=_positive_int, default=100, help="resolution (default 100)")
 
-    p = add("video", cmd_video, "film an episode (needs gym_recorder[video])",
+    p = add("video", cmd_video, "film an episode (needs the [video] extra)",
             "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
             "inside a Dict), or if there are none by replaying the env with "
             "render_mode='rgb_array'. mp4 or gif, by the suffix of --output. One frame per "
@@ -565,6 +663,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_directory(directory: str) -> None:
+    """The one message every command gives for a recording directory that is not there."""
+    if not os.path.exists(directory):
+        raise CommandError(f"{directory}: no such directory")
+    if not os.path.isdir(directory):
+        raise CommandError(f"{directory}: not a directory")
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, OSError) and not isinstance(e, RecorderError) and e.filename and e.strerror:
         text = f"{e.filename}: {e.strerror}"
@@ -587,7 +693,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     name = f"{PROG} {args.command}"
     try:
-        return args.func(args)
+        if args.command != "record":
+            _check_directory(args.directory)
+        status: int = args.func(args)
+        return status
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -56,48 +56,50 @@ def _require(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingExtraError(f"{module} is not installed; install it with: "
-                                f"pip install 'gym_recorder[{extra}]'") from e
+                                f"pip install 'gymnasium-recorder[{extra}]'") from e
 
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def dir_bytes(directory: str | os.PathLike) -> int:
+def dir_bytes(directory: str | os.PathLike[str]) -> int:
     """Bytes of the regular files directly in ``directory``."""
-    with os.scandir(directory) as it:
+    with os.scandir(os.fspath(directory)) as it:
         return sum(e.stat(follow_symlinks=False).st_size for e in it
                    if e.is_file(follow_symlinks=False))
 
 
-def summarize(directory: str | os.PathLike) -> dict:
+def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Summarises a recording: one row per episode, totals, spaces, env id, writers, bytes.
 
-    Every value is JSON-encodable; non-finite returns are given as None.
+    Every value is JSON-encodable; non-finite total rewards are given as None. An episode's
+    total reward (its return) is named ``total_reward`` as in :class:`~gym_recorder.Episode`.
 
     Returns:
         A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
-        ``observation_space`` and ``action_space`` (their ``str``), ``return_mean``,
-        ``return_min``, ``return_max`` (None without episodes), ``ends`` (count per way an
-        episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
-        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
-        and ``episode_table`` (a list of dicts: ``index``, ``length``, ``return``, ``end``,
+        ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
+        ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per
+        way an episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of
+        dicts: ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
+        and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
         ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``).
     """
     with RecordingReader(directory) as reader:
         writers = reader.writers
         number = {w["prefix"]: k for k, w in enumerate(writers)}
-        rows = []
+        rows: list[dict[str, Any]] = []
         ends: dict[str, int] = {}
         for ep in reader.summaries():  # rewards only: no observations are read
             end = ep.end if ep.end is not None else "none"
             ends[end] = ends.get(end, 0) + 1
             rows.append({"index": ep.index, "length": ep.length,
-                         "return": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
+                         "total_reward": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
                          "sub_env": ep.sub_env, "writer": number[ep.writer]})
         obs_space, act_space = reader.observation_space, reader.action_space
         env_id = reader.env_id
-    returns = np.array([r["return"] for r in rows if r["return"] is not None], dtype=float)
+    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None],
+                       dtype=float)
     return {
         "directory": os.fspath(directory),
         "env_id": env_id,
@@ -106,9 +108,9 @@ def summarize(directory: str | os.PathLike) -> dict:
         "bytes": dir_bytes(directory),
         "observation_space": None if obs_space is None else str(obs_space),
         "action_space": None if act_space is None else str(act_space),
-        "return_mean": float(returns.mean()) if returns.size else None,
-        "return_min": float(returns.min()) if returns.size else None,
-        "return_max": float(returns.max()) if returns.size else None,
+        "total_reward_mean": float(returns.mean()) if returns.size else None,
+        "total_reward_min": float(returns.min()) if returns.size else None,
+        "total_reward_max": float(returns.max()) if returns.size else None,
         "ends": dict(sorted(ends.items())),
         "writers": [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                      "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
@@ -142,8 +144,8 @@ def _as_array(name: str, leaf: Any) -> np.ndarray:
                       f"different shapes and cannot be exported to npz")
 
 
-def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
-               compress: bool = False) -> dict:
+def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], *,
+               compress: bool = False) -> dict[str, Any]:
     """Writes every episode of a recording, concatenated, into one ``.npz`` file.
 
     With E episodes of N_0, ..., N_{E-1} steps and S = sum(N_i) steps in all, the file holds:
@@ -178,8 +180,8 @@ def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
         ExportError: if the recording is empty, its episodes have different structures, or a
             leaf cannot be stored as one array.
     """
-    obs_parts: dict[str, list] = {}
-    act_parts: dict[str, list] = {}
+    obs_parts: dict[str, list[Any]] = {}
+    act_parts: dict[str, list[Any]] = {}
     rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
     with RecordingReader(directory) as reader:
         for ep in reader:
@@ -216,7 +218,7 @@ def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
     arrays["observation_starts"] = starts + np.arange(len(lengths), dtype=np.int64)
     arrays["episode_seeds"] = np.array(seeds, dtype=np.int64)
     arrays["episode_sub_envs"] = np.array(subs, dtype=np.int64)
-    save = np.savez_compressed if compress else np.savez
+    save: Any = np.savez_compressed if compress else np.savez
     path = os.fspath(path)
     with open(path, "wb") as f:
         save(f, **arrays)
@@ -226,7 +228,7 @@ def export_npz(directory: str | os.PathLike, path: str | os.PathLike, *,
 
 # -- plot ----------------------------------------------------------------------------------------
 
-def plot_returns(summary: dict, path: str | os.PathLike, *,
+def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
                  size: tuple[int, int] = DEFAULT_PLOT_SIZE, dpi: int = DEFAULT_PLOT_DPI) -> None:
     """Plots episode return and length over episodes into an image file.
 
@@ -253,7 +255,8 @@ def plot_returns(summary: dict, path: str | os.PathLike, *,
     from matplotlib.figure import Figure
 
     x = np.array([r["index"] for r in rows])
-    returns = np.array([np.nan if r["return"] is None else r["return"] for r in rows], float)
+    returns = np.array([np.nan if r["total_reward"] is None else r["total_reward"]
+                        for r in rows], float)
     lengths = np.array([r["length"] for r in rows])
     fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
     FigureCanvasAgg(fig)
@@ -302,7 +305,7 @@ def _pad_even(frame: np.ndarray) -> np.ndarray:
     return frame
 
 
-def write_video(frames: Any, path: str | os.PathLike, *, fps: float = DEFAULT_FPS) -> int:
+def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAULT_FPS) -> int:
     """Writes rgb frames (uint8 H x W x 3 each) to an ``.mp4`` or ``.gif`` file.
 
     mp4 is H.264 (ffmpeg via imageio-ffmpeg, yuv420p) with frames padded to even sizes, one
@@ -344,7 +347,8 @@ def write_video(frames: Any, path: str | os.PathLike, *, fps: float = DEFAULT_FP
     import imageio.v2 as iio2
 
     with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                         pixelformat="yuv420p", macro_block_size=1) as writer:
+                         pixelformat="yuv420p", macro_block_size=1) as w:
+        writer: Any = w  # (imageio's v2 type is the base class, without append_data)
         for f in frames:
             writer.append_data(_pad_even(f))
     return len(frames)

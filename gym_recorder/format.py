@@ -67,7 +67,7 @@ Each BATCH::
     "first": int       the entry index of the batch's first entry; batches follow each other
                        without overlap (first >= the previous batch's first + len). A gap (entries
                        that no batch holds) only arises when ``repair`` moved a broken batch
-                       aside: an episode whose next part was in the gap ends there (end null)
+                       (or the damaged entries of one) aside: an episode whose next part was in the gap ends there (end null)
     "len": int         the number of entries in the batch
     "fn": "P.epNNNNNNNNN.json", "bin": "P.epNNNNNNNNN.bin"
     "json_size": int, "bin_size": int     exact sizes of the two files in bytes

@@ -25,6 +25,15 @@ if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder, not inst
 
 import sample_envs  # noqa: E402,F401  (registers the sample env ids)
 
+# Child processes (gymnasium's AsyncVectorEnv, multiprocessing in tests) start by "forkserver":
+# the suite runs recorder threads, and fork() in a multi-threaded process can deadlock (Python
+# 3.12+ warns about it). The fork server is started from a fresh, single-threaded interpreter.
+import multiprocessing  # noqa: E402
+
+multiprocessing.set_start_method(
+    "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn",
+    force=True)
+
 
 class TruthEpisode:
     """What the env returned during one episode, deep-copied when it was returned."""

@@ -92,7 +92,7 @@ def test_record_info_replay_end_to_end(tmp_path):
         episodes = list(reader)
     assert info["env_id"] == "CartPole-v1" and info["episodes"] == 5 == len(episodes)
     assert info["steps"] == sum(ep.length for ep in episodes)
-    assert [row["return"] for row in info["episode_table"]] == [ep.total_reward
+    assert [row["total_reward"] for row in info["episode_table"]] == [ep.total_reward
                                                                for ep in episodes]
     assert [row["seed"] for row in info["episode_table"]] == [0, None, None, None, None]
     assert info["ends"] == {"terminated": 5}
@@ -105,7 +105,7 @@ def test_record_info_replay_end_to_end(tmp_path):
 def test_bad_directory_one_line_on_stderr_subprocess(tmp_path):
     r = run_cli("info", "missing", cwd=tmp_path)
     assert r.returncode == 1
-    assert r.stderr.splitlines() == ["gym-recorder info: error: no recording directory 'missing'"]
+    assert r.stderr.splitlines() == ["gym-recorder info: error: missing: no such directory"]
     assert r.stdout == ""
 
 
@@ -269,7 +269,8 @@ def test_info_table_and_totals(cartpole, capsys):
     assert f"steps              {sum(ep.length for ep in episodes)}" in out
     assert f"{prefix}  4 episodes, 1 batch, complete" in out
     lines = out.splitlines()
-    header = lines.index("episode  length  return  end         seed  sub_env  writer")
+    header = next(i for i, line in enumerate(lines) if line.split() == [
+        "episode", "length", "total_reward", "end", "seed", "sub_env", "writer"])
     rows = [line.split() for line in lines[header + 1:]]
     assert rows == [[str(ep.index), str(ep.length), f"{ep.total_reward:.6g}", "terminated",
                      "0" if ep.index == 0 else "-", "-", "0"] for ep in episodes]
@@ -344,7 +345,7 @@ def test_replay_without_env_id_checks_nothing(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "episode 0: skipped: the recording has no env id" in captured.out
     assert captured.err.splitlines() == [
-        "gym-recorder replay: error: 1 episodes replayed: 0 match, 0 mismatch, 1 skipped: "
+        "gym-recorder replay: error: 1 episode replayed: 0 match, 0 mismatch, 1 skipped: "
         "nothing could be checked"]
 
 
@@ -354,7 +355,7 @@ def test_plot_png_decodes_with_the_requested_size(cartpole, tmp_path, capsys):
     image = pytest.importorskip("matplotlib.image")
     out = tmp_path / "returns.png"
     assert cli.main(["plot", str(cartpole), "-o", str(out), "--size", "640x360"]) == 0
-    assert capsys.readouterr().out == f"wrote {out}: return and length of 4 episodes " \
+    assert capsys.readouterr().out == f"wrote {out}: total reward and length of 4 episodes " \
                                       f"(640x360 pixels)\n"
     pixels = image.imread(out)
     assert pixels.shape == (360, 640, 4)
@@ -365,7 +366,7 @@ def test_missing_extra_names_it(cartpole, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     assert cli.main(["plot", str(cartpole), "-o", str(tmp_path / "r.png")]) == 1
     assert error_lines(capsys) == ["gym-recorder plot: error: matplotlib is not installed; "
-                                   "install it with: pip install 'gym_recorder[plot]'"]
+                                   "install it with: pip install 'gymnasium-recorder[plot]'"]
 
 
 # -- video -------------------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+"""Checking one batch of a recording: its files, its structure, every array's checksum.
+
+Shared by :func:`gym_recorder.integrity.verify` and :func:`gym_recorder.integrity.repair`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import format
+from .errors import FormatError
+from .format import FORMAT_NAME, FORMAT_VERSION, batch_stem, open_regular, parse_ref, read_json_file
+
+__all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE"]
+
+# Bytes read at a time when checksumming an array, so that a huge array needs no huge buffer.
+CRC_CHUNK_BYTES = 1 << 24
+# Problems reported per batch file at most (a batch whose .bin is gone would else list every array).
+MAX_PROBLEMS_PER_FILE = 20
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking one batch
+
+
+def _walk_refs(obj: Any, where: str, out: list[tuple[dict[str, Any], str]],
+               depth: int = 0) -> None:
+    """Collects every array reference (``{"__type": "ndarray", ...}``) inside a JSON value."""
+    if depth > 4 * 64:  # far deeper than any batch we write; refuse to recurse further
+        raise FormatError(f"{where}: nested too deeply")
+    if isinstance(obj, dict):
+        if obj.get("__type") == "ndarray":
+            out.append((obj, where))
+            return
+        for key, value in obj.items():
+            _walk_refs(value, f"{where}.{key}", out, depth + 1)
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            _walk_refs(value, f"{where}[{i}]", out, depth + 1)
+
+
+def _crc_of(fd: int, offset: int, size: int) -> int | None:
+    """CRC-32 of ``size`` bytes at ``offset``; None if the file ends first."""
+    crc = 0
+    while size > 0:
+        data = os.pread(fd, min(size, CRC_CHUNK_BYTES), offset)
+        if not data:
+            return None
+        crc = format.crc32(data, crc)
+        offset += len(data)
+        size -= len(data)
+    return crc
+
+
+class _BatchCheck:
+    """The result of checking one batch: its manifest entry (when complete) and its problems.
+
+    A problem is either the batch's as a whole (``fatal``: its JSON, its header, its counts) or
+    one entry's (an array reference that is out of bounds or whose checksum fails): ``bad`` maps
+    each damaged entry's position to its first problem, so that repair can keep the others.
+    """
+
+    def __init__(self, json_name: str) -> None:
+        self.json_name = json_name
+        self.bin_name: str = json_name
+        self.problems: list[tuple[str, str]] = []  # (file name, message)
+        self.info: dict[str, Any] | None = None  # the manifest BATCH entry, when complete
+        self.header: dict[str, Any] | None = None
+        self.doc: dict[str, Any] | None = None
+        self.fatal = False
+        self.bad: dict[int, str] = {}
+
+    def add(self, name: str, message: str, entry: int | None = None) -> None:
+        if entry is None:
+            self.fatal = True
+        else:
+            self.bad.setdefault(entry, f"{name}: {message}")
+        self.note(name, message)
+
+    def note(self, name: str, message: str) -> None:
+        """Records a problem that neither condemns the batch nor names one entry."""
+        if len(self.problems) < MAX_PROBLEMS_PER_FILE:
+            self.problems.append((name, message))
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _check_batch(directory: str, prefix: str, first: int, json_name: str,
+                 listed: dict[str, Any] | None) -> _BatchCheck:
+    """Checks one batch of our format: its files, its structure and every array's checksum.
+
+    Args:
+        directory: the recording directory.
+        prefix: the writer's prefix.
+        first: the batch's first entry index (from the manifest or the file name).
+        json_name: the batch JSON's file name.
+        listed: the manifest's entry for the batch (sizes and checksum to hold it to), or None.
+    """
+    check = _BatchCheck(json_name)
+    bin_name = listed.get("bin") if listed is not None else None
+    if not isinstance(bin_name, str):
+        bin_name = batch_stem(prefix, first) + ".bin"
+    check.bin_name = bin_name
+    json_path = os.path.join(directory, json_name)
+    try:
+        data, doc = read_json_file(json_path, json_name,
+                                   listed.get("json_size") if listed is not None else None)
+    except FormatError as e:
+        check.add(json_name, str(e).removeprefix(f"{json_name}: "))
+        return check
+    if listed is not None and format.crc32(data) != listed.get("json_crc32"):
+        check.add(json_name, "CRC-32 of the file does not match the manifest")
+    if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
+        check.add(json_name, "a batch must be an object with an 'episodes' list")
+        return check
+    check.doc = doc
+    if doc.get("format") != FORMAT_NAME or type(doc.get("version")) is not int or not (
+            1 <= doc["version"] <= FORMAT_VERSION):
+        check.add(json_name, f"not a {FORMAT_NAME} batch of version 1..{FORMAT_VERSION}")
+    if doc.get("prefix") != prefix:
+        check.add(json_name, f"prefix {doc.get('prefix')!r}, expected {prefix!r}")
+    if doc.get("first") != first:
+        check.add(json_name, f"first entry {doc.get('first')!r}, expected {first}")
+    header = doc.get("header")
+    check.header = header if isinstance(header, dict) else None
+    entries = doc["episodes"]
+    if listed is not None and listed.get("len") != len(entries):
+        check.add(json_name, f"{len(entries)} entries, the manifest says {listed.get('len')}")
+    steps = episodes = 0
+    refs: list[tuple[int, dict[str, Any], str]] = []  # (entry position, reference, where)
+    for pos, entry in enumerate(entries):
+        where = f"entry {first + pos}"
+        if not isinstance(entry, dict):
+            check.add(json_name, f"{where}: must be an object")
+            continue
+        if entry.get("index") != first + pos:
+            check.add(json_name, f"{where}: 'index' is {entry.get('index')!r}")
+        for key in ("episode", "part", "steps"):
+            if type(entry.get(key)) is not int or entry[key] < 0:
+                check.add(json_name, f"{where}: {key!r} must be a non-negative integer")
+        if type(entry.get("steps")) is int:
+            steps += entry["steps"]
+        episodes += entry.get("part") == 0
+        found: list[tuple[dict[str, Any], str]] = []
+        try:
+            _walk_refs(entry, where, found)
+        except FormatError as e:
+            check.add(json_name, str(e))
+        refs += [(pos, obj, w) for obj, w in found]
+    if listed is not None:
+        for key, value in (("steps", steps), ("episodes", episodes)):
+            if listed.get(key) != value:
+                check.add(json_name, f"the entries hold {value} {key}, the manifest says "
+                                     f"{listed.get(key)!r}")
+    bin_path = os.path.join(directory, bin_name)
+    try:
+        # (Never through a symlink, and a FIFO under the name must not block verify forever.)
+        fd = open_regular(bin_path, bin_name)
+    except FormatError as e:
+        check.add(bin_name, str(e).removeprefix(f"{bin_name}: "))
+        return check
+    try:
+        bin_size = os.fstat(fd).st_size
+        if listed is not None and listed.get("bin_size") != bin_size:
+            # Not fatal by itself: the arrays that lie inside the file may all check out.
+            check.note(bin_name, f"file has {bin_size} bytes, the manifest says "
+                                 f"{listed.get('bin_size')!r}")
+        spans: list[tuple[int, int]] = []
+        for pos, obj, where in refs:
+            try:
+                ref = parse_ref(obj, f"{json_name} {where}", file=bin_name)
+            except FormatError as e:
+                check.add(json_name, str(e).removeprefix(f"{json_name} "), entry=pos)
+                continue
+            spans.append((ref.offset, ref.offset + ref.size))
+            if ref.offset + ref.size > bin_size:
+                check.add(bin_name, f"{json_name} {where}: bytes {ref.offset}.."
+                                    f"{ref.offset + ref.size} lie outside the file "
+                                    f"({bin_size} bytes)", entry=pos)
+            elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.size) != ref.crc32:
+                check.add(bin_name, f"{json_name} {where}: CRC-32 of the array's bytes "
+                                    f"(at {ref.offset}, {ref.size} bytes) does not match",
+                          entry=pos)
+        if check.ok:
+            # Not fatal: every array checks out, only bytes no array covers are wrong.
+            for message in _padding_problems(fd, spans, bin_size):
+                check.note(bin_name, message)
+    finally:
+        os.close(fd)
+    if check.ok:
+        check.info = {"first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
+                      "json_size": len(data), "bin_size": bin_size,
+                      "json_crc32": format.crc32(data), "steps": steps, "episodes": episodes}
+    return check
+
+
+def _padding_problems(fd: int, spans: list[tuple[int, int]], file_size: int) -> list[str]:
+    """Checks the bytes of a .bin that no array covers: zero padding, nothing after the last array.
+
+    Args:
+        fd: the open .bin file.
+        spans: ``(start, end)`` of every array in the file (all within it).
+        file_size: the file's size.
+
+    Returns:
+        One message per stretch of bytes that breaks the rule (see "Arrays" in the format).
+    """
+    problems: list[str] = []
+    pos = 0
+    last_end = 0
+    gaps: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if start > pos:
+            gaps.append((pos, start))
+        pos = max(pos, end)
+        last_end = max(last_end, end)
+    if file_size > last_end:
+        problems.append(f"{file_size - last_end} bytes follow the last array (at {last_end})")
+    for start, end in gaps:
+        offset = start
+        while offset < end:
+            chunk = os.pread(fd, min(CRC_CHUNK_BYTES, end - offset), offset)
+            if not chunk:
+                break
+            if chunk.count(0) != len(chunk):
+                problems.append(f"padding bytes {start}..{end} between arrays are not zero")
+                break
+            offset += len(chunk)
+    return problems
