@@ -26,6 +26,7 @@ import atomicwrites
 
 from . import format
 from .errors import FormatError, RecorderError
+from .format import BATCH_NAME_RE as _BATCH_NAME_RE
 from .format import (FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, dumps,
                      open_regular, parse_ref, read_json_file)
 
@@ -37,8 +38,6 @@ REPAIR_FOLDER_PREFIX = "gym_recorder-repair-"
 CRC_CHUNK_BYTES = 1 << 24
 # Problems reported per batch file at most (a batch whose .bin is gone would else list every array).
 MAX_PROBLEMS_PER_FILE = 20
-# A batch file of some writer: "<prefix>.ep<9 or more digits>.json" or ".bin".
-_BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>json|bin)")
 # A temporary file of atomicwrites (tempfile.mkstemp: "tmp" and 8 random characters).
 _TEMP_NAME_RE = re.compile(r"tmp[a-z0-9_]{8}")
 # Manifest keys that are the writer's batch list, not its header.
@@ -218,9 +217,9 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
 
 def _load_manifest(directory: str, name: str) -> Any:
     """The reader's validated view of one manifest (raises FormatError)."""
-    from .reader import _Manifest
+    from .manifest import Manifest
 
-    return _Manifest(directory, name)
+    return Manifest(directory, name)
 
 
 def verify(directory: str | os.PathLike) -> list[Problem]:
