@@ -36,8 +36,9 @@ if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder
     sys.path.insert(0, str(ROOT))
 
 import sample_envs  # noqa: E402,F401  (registers the sample env ids)
-from gym_recorder import ChecksumError, FormatError, RecordingReader, RecordingWrapper  # noqa: E402
-from gym_recorder.format import MAX_JSON_BYTES, MAX_NESTING  # noqa: E402
+from gym_recorder import FormatError, RecordingReader, RecordingWrapper  # noqa: E402
+from conftest import run_random  # noqa: E402
+from test_legacy import LegacyWriter  # noqa: E402
 
 # A test that hangs (e.g. opening a FIFO) fails after this many seconds instead of blocking CI.
 HANG_SECONDS = 10
@@ -53,12 +54,7 @@ def _record(directory: Path, env_id: str, prefix: str, steps: int, target: int,
             **kwargs: Any) -> None:
     env = RecordingWrapper(gym.make(env_id, **kwargs), directory, file_prefix=prefix,
                            target_batch_bytes=target)
-    env.action_space.seed(3)
-    env.reset(seed=7)
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
+    run_random(env, steps, seed=3, reset_seed=7)
     env.close()
 
 
@@ -83,32 +79,12 @@ LEGACY = "openaigym.trace.0.4242"
 
 
 def _write_legacy(d: Path) -> Path:
-    """Writes a gym-recording recording by hand: two episodes, one batch, the old layout."""
+    """Writes a gym-recording recording the old way: two episodes, one batch."""
     d.mkdir()
-    binname = f"{LEGACY}.ep000000000.bin"
-    buf = io.BytesIO()
-
-    def ref(arr: np.ndarray) -> dict:
-        while buf.tell() % 8:
-            buf.write(b"\0")
-        off = buf.tell()
-        buf.write(arr.tobytes())
-        return {"__type": "ndarray", "shape": list(arr.shape), "order": "C",
-                "dtype": str(arr.dtype), "npyfile": binname, "npyoff": off,
-                "size": arr.nbytes}
-
     rng = np.random.default_rng(0)
-    episodes = []
-    for n in (5, 3):
-        episodes.append({
-            "observations": ref(rng.standard_normal((n + 1, 4)).astype(np.float32)),
-            "actions": ref(rng.integers(0, 2, n)),
-            "rewards": ref(np.ones(n)),
-        })
-    (d / binname).write_bytes(buf.getvalue())
-    (d / f"{LEGACY}.ep000000000.json").write_text(json.dumps({"episodes": episodes}))
-    (d / f"{LEGACY}.manifest.json").write_text(json.dumps(
-        {"batches": [{"first": 0, "len": 2, "fn": f"{LEGACY}.ep000000000.json"}]}))
+    LegacyWriter(d, LEGACY).write_batch([
+        {"observations": rng.standard_normal((n + 1, 4)).astype(np.float32),
+         "actions": rng.integers(0, 2, n), "rewards": np.ones(n)} for n in (5, 3)])
     return d
 
 

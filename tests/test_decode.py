@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from conftest import run_random
 from gym_recorder import ChecksumError, FormatError, RecordingWrapper
 from gym_recorder.decode import STACKED, Decoder, PartData, parse_batch
 from gym_recorder.format import ALIGNMENT
@@ -95,12 +96,7 @@ def test_string_arrays_beyond_unicode_are_refused(tmp_path):
 @pytest.fixture
 def cartpole(tmp_path):
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=2_000)
-    env.action_space.seed(0)
-    env.reset(seed=0)
-    for _ in range(200):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
+    run_random(env, 200)
     env.close()
     storage = LocalStorage(tmp_path)
     (m,) = load_manifests(storage)
