@@ -50,20 +50,28 @@ class OpenEpisodes:
         memo = self._memo
         c = b
         state: Open | None = None
+        exact = True  # whether `state` is what batch c must continue (else only what matters)
         # Walk back to a batch whose open episodes are known: remembered, the first, after a
-        # gap, or after a batch that continues no episode (whose open episodes do not matter).
+        # gap, or after a batch that continues no episode; or to one whose open episodes do
+        # not matter for what follows it (a single-env batch that starts an episode).
         while state is None:
+            prev = m.batches[c - 1] if c else None
             if (m.name, c) in memo:
                 state = memo[(m.name, c)]
-            elif c == 0 or m.gap_before(c):
+            elif prev is None or m.gap_before(c):
                 state = {}
-            elif m.batches[c - 1]["len"] == m.batches[c - 1]["episodes"]:
+            elif prev["len"] == prev["episodes"]:
                 c -= 1
                 state = {}
+            elif m.vector is None and prev["episodes"]:
+                c -= 1
+                state, exact = {}, False
             else:
                 c -= 1
         while True:
-            memo[(m.name, c)] = state
+            if exact:
+                memo[(m.name, c)] = state
+            exact = True
             if c == b:
                 return state
             state = self._after(m, c, state)
@@ -73,6 +81,15 @@ class OpenEpisodes:
 
     def _after(self, m: Manifest, c: int, state: Open) -> Open:
         """The episodes open after batch c, given those open before it."""
+        binfo = m.batches[c]
+        if (m.vector is None and binfo["len"] == 1 and binfo["episodes"] == 0 and len(state) == 1
+                and c + 1 < len(m.batches) and not m.gap_before(c + 1)
+                and m.batches[c + 1]["len"] > m.batches[c + 1]["episodes"]):
+            # A single-env batch holding only the next part of the open episode, which goes
+            # on in the next batch: its steps are the batch's, no need to read it (the batch
+            # that holds the part read checks the episode and part it finds).
+            ((ep_id, (number, part_no, first)),) = state.items()
+            return {ep_id: (number, part_no + 1, first + binfo["steps"])}
         batch = self._batch_of(m, c)
         check_starts(m, c, batch)
         after: Open = {}

@@ -11,6 +11,7 @@ import sample_envs  # noqa: F401
 from conftest import assert_same, run_random
 from gym_recorder import FormatError, RecordingReader, RecordingVectorWrapper, RecordingWrapper
 from gym_recorder.reader import BatchInfo, EpisodePart
+from gym_recorder.storage import LocalStorage
 from test_legacy import make_legacy
 
 
@@ -228,3 +229,51 @@ def test_batches_are_a_snapshot_until_refresh(tmp_path):
     assert len(after) > len(before)
     check_batches(reader)
     reader.close()
+
+
+def test_batches_read_out_of_order_by_fresh_readers(tmp_path):
+    """As parallel workers read them: each batch by a reader that read nothing before it."""
+    env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=8, width=8,
+                                    episode_length=300), tmp_path, target_batch_bytes=4_000)
+    run_random(env, 700)
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        infos = reader.batches()
+        want = {(p.episode, p.part): p for info in infos for p in reader.read_batch(info)}
+    assert len(infos) > 20
+    for info in reversed(infos):
+        with RecordingReader(tmp_path) as fresh:
+            for p in fresh.read_batch(info):
+                q = want.pop((p.episode, p.part))
+                assert (p.first_step, p.is_last) == (q.first_step, q.is_last)
+                np.testing.assert_array_equal(p.observations, q.observations)
+    assert want == {}
+    # One reader reading them backwards (what it remembers of later batches must not mislead
+    # it about earlier ones).
+    with RecordingReader(tmp_path) as one:
+        backwards = [p for info in reversed(infos) for p in one.read_batch(info)]
+    with RecordingReader(tmp_path) as reader:
+        forwards = [p for info in infos for p in reader.read_batch(info)]
+    key = lambda p: (p.episode, p.part, p.first_step, p.is_last)  # noqa: E731
+    assert sorted(map(key, backwards)) == sorted(map(key, forwards))
+    # A single-env batch deep inside a long episode is read without reading the batches
+    # between it and the episode's start (the manifest tells their steps).
+    names: list[str] = []
+
+    class Counting(LocalStorage):
+        def read_bytes(self, name, limit):
+            names.append(name)
+            return super().read_bytes(name, limit)
+
+    deep = max(infos, key=lambda i: reader_parts_before(infos, i))
+    assert reader_parts_before(infos, deep) > 5
+    with RecordingReader(Counting(tmp_path)) as fresh:
+        names.clear()
+        fresh.read_batch(deep)
+    assert len(names) <= 2, names  # the batch itself, and the one its episode started in
+
+
+def reader_parts_before(infos, info) -> int:
+    """How many batches before ``info`` hold a part of its first episode."""
+    return sum(1 for i in infos if i.writer == info.writer and i.number < info.number
+               and info.episodes and info.episodes[0] in i.episodes)
