@@ -142,8 +142,8 @@ class Decoder:
         self._verify = verify
 
     def read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool,
-                     expected_size: int | None = None, *, file_size: int | None = None,
-                     data: np.ndarray | None = None, copy: bool = True) -> list:
+                    expected_size: int | None = None, *, file_size: int | None = None,
+                    data: np.ndarray | None = None, copy: bool = True) -> list:
         """Validates references into one .bin file and reads them (one read when compact).
 
         ``expected_size`` is the file's size as the manifest records it (None for legacy files).
@@ -298,8 +298,8 @@ class Decoder:
                 raise FormatError(f"{part.where} {kind}: dtype {dtype}, expected bool")
 
     def load_part(self, m: Manifest, part: Part, file_size: int,
-                   skip_stacked: bool = False, data: np.ndarray | None = None,
-                   copy: bool = True) -> PartData:
+                  skip_stacked: bool = False, data: np.ndarray | None = None,
+                  copy: bool = True) -> PartData:
         """Reads an entry's arrays and decodes its values (stacked arrays only if not skipped)."""
         binfo = part.binfo
         bin_name = binfo["bin"]
@@ -316,7 +316,7 @@ class Decoder:
         return self.finish_part(m, part, slots, arrays, file_size, data, copy)
 
     def finish_part(self, m: Manifest, part: Part, slots: list, arrays: list,
-                     file_size: int, data: np.ndarray | None = None, copy: bool = True) -> PartData:
+                    file_size: int, data: np.ndarray | None = None, copy: bool = True) -> PartData:
         """Builds an entry's leaves, infos and metadata from its read arrays."""
         entry, where, steps, info_rows = part.entry, part.where, part.steps, part.obs_rows
         obs_rows = info_rows
@@ -390,8 +390,8 @@ class Decoder:
                         entry_end(entry, where), sub_env, entry.get("no_reset") is True)
 
     def value_source(self, bin_name: str, bin_size: int | None = None,
-                      file_size: int | None = None, data: np.ndarray | None = None,
-                      copy: bool = True) -> Callable[[dict, str], np.ndarray]:
+                     file_size: int | None = None, data: np.ndarray | None = None,
+                     copy: bool = True) -> Callable[[dict, str], np.ndarray]:
         def source(obj: dict, where: str) -> np.ndarray:
             return self.read_arrays(bin_name, [(obj, where)], aligned=True,
                                      expected_size=bin_size, file_size=file_size,
@@ -399,7 +399,7 @@ class Decoder:
         return source
 
     def read_rows(self, bin_name: str, ref: ArrayRef, where: str, out: np.ndarray,
-                   row: int) -> None:
+                  row: int) -> None:
         """Reads one part's array into ``out[row:]``: in place, or through a cast if widened."""
         n = ref.shape[0]
         if ref.dtype == out.dtype:
