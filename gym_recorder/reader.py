@@ -41,6 +41,8 @@ __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "Episode
 # Parsed batch files kept in memory: enough to iterate in order and to stitch an episode whose
 # parts span consecutive batches.
 BATCH_CACHE_SIZE = 4
+# The validated manifest, under the name code written against the one-module reader imports.
+_Manifest = Manifest
 
 
 class RecordingReader:
