@@ -15,14 +15,13 @@ import atomicwrites
 from ._checks import _BatchCheck, _check_batch
 from ._salvage import salvage_runs, write_batch
 from .errors import FormatError, RecorderError
+from .format import BATCH_NAME_RE as _BATCH_NAME_RE
 from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, dumps, read_json_file
 
 __all__ = ["repair", "REPAIR_FOLDER_PREFIX"]
 
 # Sub-folder (of the recording) that repair() moves files into; readers ignore sub-folders.
 REPAIR_FOLDER_PREFIX = "gym_recorder-repair-"
-# A batch file of some writer: "<prefix>.ep<9 or more digits>.json" or ".bin".
-_BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>json|bin)")
 # A temporary file of atomicwrites (tempfile.mkstemp: "tmp" and 8 random characters).
 _TEMP_NAME_RE = re.compile(r"tmp[a-z0-9_]{8}")
 # Manifest keys that are the writer's batch list, not its header.

@@ -327,6 +327,14 @@ __all__ = [
     "MAX_NDIM",
     "MAX_DIM",
     "MANIFEST_SUFFIX",
+    "LEGACY_PREFIX",
+    "ENDS",
+    "BATCH_NAME_RE",
+    "is_legacy",
+    "check_version",
+    "check_batch_entry",
+    "continues",
+    "entry_end",
     "batch_stem",
     "manifest_name",
     "check_prefix",
@@ -458,15 +466,6 @@ class ArrayRef:
         self.offset = offset
         self.size = size
         self.crc32 = crc32
-
-    def to_json(self) -> dict[str, Any]:
-        """Returns the reference as it is written in a batch JSON file."""
-        out = {"__type": "ndarray", "shape": list(self.shape), "order": "C",
-               "dtype": self.dtype.str, "npyfile": self.file, "npyoff": self.offset,
-               "size": self.size}
-        if self.crc32 is not None:
-            out["crc32"] = self.crc32
-        return out
 
 
 def parse_ref(obj: dict, where: str, *, aligned: bool = True,
@@ -828,3 +827,101 @@ def read_json_file(path: str, where: str, expected_size: int | None = None) -> A
             raise FormatError(f"{where}: file has {size} bytes, the manifest says {expected_size}")
         data = f.read(MAX_JSON_BYTES + 1)
     return data, loads(data, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules of manifests, batches and entries (the reader and integrity check them here)
+
+# How an episode ends, on its last entry's "end" (see "Batch" above).
+ENDS = ("terminated", "truncated", "reset", "close")
+# A batch file of some writer: "<prefix>.ep<9 or more digits>.json" or ".bin".
+BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>json|bin)")
+# The non-negative integers every BATCH of a manifest carries besides first, len and episodes.
+BATCH_COUNTS = ("json_size", "bin_size", "steps", "json_crc32")
+
+
+def is_legacy(doc: dict) -> bool:
+    """True for an OpenAI gym-recording manifest or batch: no "format" and no "version"."""
+    return "format" not in doc and "version" not in doc
+
+
+def check_version(doc: dict, where: str) -> int:
+    """Checks a manifest's "format" and "version" against this reader's; returns the version.
+
+    Raises:
+        FormatError: if the format is not ours, the version malformed or newer than
+            :data:`FORMAT_VERSION`.
+    """
+    if doc.get("format") != FORMAT_NAME:
+        raise FormatError(f"{where}: format is {doc.get('format')!r}, not {FORMAT_NAME!r}")
+    version = doc.get("version")
+    if type(version) is not int or version < 1:
+        raise FormatError(f"{where}: bad format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise FormatError(f"{where}: format version {version} is newer than this reader "
+                          f"({FORMAT_VERSION}); upgrade gym_recorder")
+    return version
+
+
+def check_batch_entry(batch: Any, where: str, prefix: str, entries: int,
+                      legacy: bool = False) -> int:
+    """Checks one BATCH of a manifest; returns how many episodes it starts.
+
+    Args:
+        batch: the decoded BATCH object.
+        where: names the manifest and the batch, for messages.
+        prefix: the writer's prefix (the batch's files must be its own).
+        entries: the entry index after the previous batch (batches must not overlap).
+        legacy: a gym-recording manifest (``first``, ``len`` and ``fn`` only; every entry is
+            an episode).
+
+    Raises:
+        FormatError: naming ``where`` and what is wrong.
+    """
+    if not isinstance(batch, dict):
+        raise FormatError(f"{where}: must be an object")
+    first, length = batch.get("first"), batch.get("len")
+    if type(first) is not int or type(length) is not int or first < 0 or length < 0:
+        raise FormatError(f"{where}: 'first' and 'len' must be non-negative integers")
+    fn = check_plain_name(batch.get("fn"), where)
+    if legacy:
+        # gym-recording named batches P.epNNNNNNNNN.json; refuse another writer's files.
+        if not (fn.startswith(prefix + ".ep") and fn.endswith(".json")):
+            raise FormatError(f"{where}: fn {fn!r} is not a batch of this writer, expected "
+                              f"{prefix + '.ep'}NNNNNNNNN.json")
+        return length
+    if first < entries:
+        # Gaps are allowed (batches moved aside by repair); overlaps are not.
+        raise FormatError(f"{where}: first entry {first} overlaps the previous batch "
+                          f"(expected at least {entries})")
+    check_plain_name(batch.get("bin"), where)
+    stem = batch_stem(prefix, first)
+    for key, ext in (("fn", ".json"), ("bin", ".bin")):
+        if batch[key] != stem + ext:
+            raise FormatError(f"{where}: {key} {batch[key]!r} is not this writer's batch "
+                              f"file, expected {stem + ext!r}")
+    new = batch.get("episodes")
+    for key in BATCH_COUNTS:
+        if type(batch.get(key)) is not int or batch[key] < 0:
+            raise FormatError(f"{where}: {key!r} must be a non-negative integer")
+    if type(new) is not int or not 0 <= new <= length:
+        raise FormatError(f"{where}: 'episodes' must be an integer in [0, len]")
+    return new
+
+
+def continues(entry: dict) -> bool:
+    """True if a later entry holds more of this entry's episode."""
+    return entry.get("continues") is True
+
+
+def entry_end(entry: dict, where: str) -> str | None:
+    """How the episode ends at this entry: one of :data:`ENDS`, or None (it continues, or was
+    not ended).
+
+    Raises:
+        FormatError: for an "end" that is not one of :data:`ENDS`.
+    """
+    end = entry.get("end")
+    if end is not None and end not in ENDS:
+        raise FormatError(f"{where}: unknown end {end!r}")
+    return None if continues(entry) else end

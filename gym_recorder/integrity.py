@@ -57,9 +57,9 @@ class Problem:
 
 def _load_manifest(directory: str, name: str) -> Any:
     """The reader's validated view of one manifest (raises FormatError)."""
-    from .reader import _Manifest
+    from .manifest import Manifest
 
-    return _Manifest(directory, name)
+    return Manifest(directory, name)
 
 
 def verify(directory: str | os.PathLike[str]) -> list[Problem]:

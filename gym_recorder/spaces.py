@@ -323,19 +323,6 @@ class Layout:
 
         return build(self.root)
 
-    def unflatten_json(self, leaves: list) -> Any:
-        """Builds the TREE of a batch JSON from per-leaf items: Dict as object, Tuple as list."""
-        it = iter(leaves)
-
-        def build(node: Any) -> Any:
-            if isinstance(node, DictNode):
-                return {k: build(c) for k, c in zip(node.keys, node.children)}
-            if isinstance(node, TupleNode):
-                return [build(c) for c in node.children]
-            return next(it)
-
-        return build(self.root)
-
     def tree_leaves(self, tree: Any, where: str) -> list:
         """Returns the stored leaf objects of a TREE (as in a batch JSON), in leaf order.
 

@@ -195,7 +195,8 @@ class LocalStorage:
         return f"LocalStorage({self.location!r})"
 
 
-def open_storage(location: str | os.PathLike, storage_options: dict | None = None) -> Storage:
+def open_storage(location: str | os.PathLike | Storage,
+                 storage_options: dict | None = None) -> Storage:
     """Opens the storage of a recording: a local directory, or a URL through fsspec.
 
     Args:

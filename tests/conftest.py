@@ -223,3 +223,14 @@ def image_episode(seed: int, size: int, length: int) -> tuple[np.ndarray, np.nda
         frames.append(obs)
         rewards.append(reward)
     return np.stack(frames), np.arange(length) % 4, np.array(rewards)
+
+
+def run_random(env: gym.Env, steps: int, seed: int = 0, reset_seed: int | None = None) -> None:
+    """Steps ``env`` with random actions seeded with ``seed``, from a reset seeded with
+    ``reset_seed`` (default ``seed``), resetting whenever an episode ends."""
+    env.action_space.seed(seed)
+    env.reset(seed=seed if reset_seed is None else reset_seed)
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import sample_envs  # noqa: F401
-from conftest import assert_same
+from conftest import assert_same, run_random
 from gym_recorder import FormatError, RecordingReader, RecordingVectorWrapper, RecordingWrapper
 from gym_recorder.reader import BatchInfo, EpisodePart
+from gym_recorder.storage import LocalStorage
 from test_legacy import make_legacy
 
 
@@ -55,18 +56,9 @@ def check_batches(reader: RecordingReader) -> dict[int, list[EpisodePart]]:
     return parts
 
 
-def _run(env, steps: int, seed: int = 0) -> None:
-    env.action_space.seed(seed)
-    env.reset(seed=seed)
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
-
-
 def test_cartpole_many_episodes_and_parts_per_batch(tmp_path):
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=3_000)
-    _run(env, 1500)
+    run_random(env, 1500)
     env.close()
     with RecordingReader(tmp_path) as reader:
         infos = reader.batches()
@@ -82,7 +74,7 @@ def test_cartpole_many_episodes_and_parts_per_batch(tmp_path):
 def test_image_episodes_over_many_batches(tmp_path):
     env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=16, width=16,
                                     episode_length=300), tmp_path, target_batch_bytes=20_000)
-    _run(env, 700)
+    run_random(env, 700)
     env.close()
     with RecordingReader(tmp_path, verify=True) as reader:
         parts = check_batches(reader)
@@ -97,7 +89,7 @@ def test_image_episodes_over_many_batches(tmp_path):
 def test_dict_spaces(tmp_path):
     env = RecordingWrapper(gym.make("sample_envs/NestedDict-v0"), tmp_path,
                            target_batch_bytes=4_000)
-    _run(env, 300)
+    run_random(env, 300)
     env.close()
     with RecordingReader(tmp_path) as reader:
         parts = check_batches(reader)
@@ -109,7 +101,7 @@ def test_text_and_changing_infos(tmp_path):
     for env_id in ("sample_envs/Text-v0", "sample_envs/ChangingInfo-v0"):
         d = tmp_path / env_id.split("/")[1]
         env = RecordingWrapper(gym.make(env_id), d, target_batch_bytes=2_000)
-        _run(env, 200)
+        run_random(env, 200)
         env.close()
         with RecordingReader(d) as reader:
             check_batches(reader)
@@ -165,7 +157,7 @@ def test_legacy_recordings(tmp_path):
 def test_a_batch_moved_aside_leaves_the_rest_equal(tmp_path):
     """Repair moved a middle batch aside: its episodes end early or vanish, as for reader[i]."""
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=1_500)
-    _run(env, 800)
+    run_random(env, 800)
     env.close()
     (path,) = tmp_path.glob("*.manifest.json")
     doc = json.loads(path.read_text())
@@ -178,7 +170,7 @@ def test_a_batch_moved_aside_leaves_the_rest_equal(tmp_path):
 
 def test_batch_info_is_small_picklable_and_frozen(tmp_path):
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path)
-    _run(env, 50)
+    run_random(env, 50)
     env.close()
     with RecordingReader(tmp_path) as reader:
         (info,) = reader.batches()
@@ -198,7 +190,7 @@ def test_batch_info_is_small_picklable_and_frozen(tmp_path):
 def test_a_batch_of_another_recording_is_refused(tmp_path):
     for name in ("a", "b"):
         env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path / name)
-        _run(env, 30)
+        run_random(env, 30)
         env.close()
     with RecordingReader(tmp_path / "a") as a, RecordingReader(tmp_path / "b") as b:
         (info,) = b.batches()
@@ -211,7 +203,7 @@ def test_a_batch_of_another_recording_is_refused(tmp_path):
 
 def test_a_corrupt_batch_is_refused_as_reading_its_episodes_would(tmp_path):
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=2_000)
-    _run(env, 300)
+    run_random(env, 300)
     env.close()
     with RecordingReader(tmp_path) as reader:
         info = reader.batches()[1]
@@ -225,11 +217,11 @@ def test_a_corrupt_batch_is_refused_as_reading_its_episodes_would(tmp_path):
 
 def test_batches_are_a_snapshot_until_refresh(tmp_path):
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=2_000)
-    _run(env, 100)
+    run_random(env, 100)
     env.flush()
     reader = RecordingReader(tmp_path)
     before = reader.batches()
-    _run(env, 200, seed=1)
+    run_random(env, 200, seed=1)
     env.close()
     assert reader.batches() == before
     reader.refresh()
@@ -237,3 +229,51 @@ def test_batches_are_a_snapshot_until_refresh(tmp_path):
     assert len(after) > len(before)
     check_batches(reader)
     reader.close()
+
+
+def test_batches_read_out_of_order_by_fresh_readers(tmp_path):
+    """As parallel workers read them: each batch by a reader that read nothing before it."""
+    env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=8, width=8,
+                                    episode_length=300), tmp_path, target_batch_bytes=4_000)
+    run_random(env, 700)
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        infos = reader.batches()
+        want = {(p.episode, p.part): p for info in infos for p in reader.read_batch(info)}
+    assert len(infos) > 20
+    for info in reversed(infos):
+        with RecordingReader(tmp_path) as fresh:
+            for p in fresh.read_batch(info):
+                q = want.pop((p.episode, p.part))
+                assert (p.first_step, p.is_last) == (q.first_step, q.is_last)
+                np.testing.assert_array_equal(p.observations, q.observations)
+    assert want == {}
+    # One reader reading them backwards (what it remembers of later batches must not mislead
+    # it about earlier ones).
+    with RecordingReader(tmp_path) as one:
+        backwards = [p for info in reversed(infos) for p in one.read_batch(info)]
+    with RecordingReader(tmp_path) as reader:
+        forwards = [p for info in infos for p in reader.read_batch(info)]
+    key = lambda p: (p.episode, p.part, p.first_step, p.is_last)  # noqa: E731
+    assert sorted(map(key, backwards)) == sorted(map(key, forwards))
+    # A single-env batch deep inside a long episode is read without reading the batches
+    # between it and the episode's start (the manifest tells their steps).
+    names: list[str] = []
+
+    class Counting(LocalStorage):
+        def read_bytes(self, name, limit):
+            names.append(name)
+            return super().read_bytes(name, limit)
+
+    deep = max(infos, key=lambda i: reader_parts_before(infos, i))
+    assert reader_parts_before(infos, deep) > 5
+    with RecordingReader(Counting(tmp_path)) as fresh:
+        names.clear()
+        fresh.read_batch(deep)
+    assert len(names) <= 2, names  # the batch itself, and the one its episode started in
+
+
+def reader_parts_before(infos, info) -> int:
+    """How many batches before ``info`` hold a part of its first episode."""
+    return sum(1 for i in infos if i.writer == info.writer and i.number < info.number
+               and info.episodes and info.episodes[0] in i.episodes)

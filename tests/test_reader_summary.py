@@ -6,6 +6,7 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
+from gym_recorder.storage import LocalStorage
 
 
 def _record(directory, env_id, steps, **kwargs):
@@ -38,17 +39,22 @@ def test_summary_matches_the_full_episode(tmp_path, env_id, kwargs):
             reader.summary(len(reader))
 
 
-def test_summary_reads_no_observation_bytes(tmp_path, monkeypatch):
+def test_summary_reads_no_observation_bytes(tmp_path):
     _record(tmp_path, "sample_envs/Image-v0", 200, height=32, width=32, episode_length=50)
-    with RecordingReader(tmp_path) as reader:
-        read = []
-        original = reader._read_arrays
+    read = []
 
-        def spy(bin_name, refs, *args, **kwargs):
-            read.extend(obj["size"] for obj, _ in refs)
-            return original(bin_name, refs, *args, **kwargs)
+    class CountingStorage(LocalStorage):
+        """The local storage, counting the bytes read from .bin files."""
 
-        monkeypatch.setattr(reader, "_read_arrays", spy)
+        def readinto(self, name, offset, out):
+            read.append(memoryview(out).nbytes)
+            super().readinto(name, offset, out)
+
+        def read_range(self, name, offset, size):
+            read.append(size)
+            return super().read_range(name, offset, size)
+
+    with RecordingReader(CountingStorage(tmp_path)) as reader:
         total = sum(s.length for s in reader.summaries())
         assert total == 200
         assert sum(read) == total * 8  # float64 rewards only, no 32x32x3 frames

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sample_envs  # noqa: F401
-from conftest import assert_same
+from conftest import assert_same, run_random
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
 from gym_recorder import storage as storage_module
 from gym_recorder.storage import LocalStorage, Storage, open_storage
@@ -180,12 +180,7 @@ def test_every_byte_the_reader_reads_comes_through_its_storage(tmp_path):
     d = tmp_path / "rec"
     env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=8, width=8,
                                     episode_length=120), d, target_batch_bytes=8_000)
-    env.action_space.seed(0)
-    env.reset(seed=0)
-    for _ in range(400):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
+    run_random(env, 400)
     env.close()
     with RecordingReader(d) as reader:
         want = list(reader)

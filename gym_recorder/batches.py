@@ -1,0 +1,176 @@
+"""A recording batch by batch: which episodes each batch holds, and one batch decoded once.
+
+:func:`list_batches` tells from the manifests alone which episodes have a part in each batch
+(a single-env writer's batch continues at most the episode its previous batch ended with); a
+vector writer's sub-environments interleave, so for its batches that continue episodes the
+batch files before them are read (:class:`OpenEpisodes`). :func:`decode_batch` reads a batch's
+.bin in one read and hands out each entry as an :class:`~gym_recorder.episode.EpisodePart`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .assemble import tree
+from .decode import Batch, Decoder
+from .episode import BatchInfo, EpisodePart
+from .errors import FormatError
+from .format import continues
+from .legacy import legacy_episode
+from .manifest import Manifest
+
+__all__ = ["OpenEpisodes", "list_batches", "decode_batch"]
+
+# writer episode id -> (the writer's episode number, the part number expected next, the index
+# in the episode of that part's first step)
+Open = dict[int, tuple[int, int, int]]
+
+
+def check_starts(m: Manifest, b: int, batch: Batch) -> None:
+    """Checks that batch b starts as many episodes as its manifest entry says."""
+    if len(batch.starts) != m.batches[b]["episodes"]:
+        raise FormatError(f"{m.batches[b]['fn']}: {len(batch.starts)} entries start an "
+                          f"episode, the manifest says {m.batches[b]['episodes']}")
+
+
+class OpenEpisodes:
+    """The episodes still open when each batch starts, worked out from the batches before it
+    and remembered per batch (until the reader refreshes).
+
+    Args:
+        batch_of: returns the parsed batch b of a writer (the reader's cache).
+    """
+
+    def __init__(self, batch_of: Callable[[Manifest, int], Batch]) -> None:
+        self._batch_of = batch_of
+        self._memo: dict[tuple[str, int], Open] = {}
+
+    def at(self, m: Manifest, b: int) -> Open:
+        """The episodes whose next part batch b must hold."""
+        memo = self._memo
+        c = b
+        state: Open | None = None
+        exact = True  # whether `state` is what batch c must continue (else only what matters)
+        # Walk back to a batch whose open episodes are known: remembered, the first, after a
+        # gap, or after a batch that continues no episode; or to one whose open episodes do
+        # not matter for what follows it (a single-env batch that starts an episode).
+        while state is None:
+            prev = m.batches[c - 1] if c else None
+            if (m.name, c) in memo:
+                state = memo[(m.name, c)]
+            elif prev is None or m.gap_before(c):
+                state = {}
+            elif prev["len"] == prev["episodes"]:
+                c -= 1
+                state = {}
+            elif m.vector is None and prev["episodes"]:
+                c -= 1
+                state, exact = {}, False
+            else:
+                c -= 1
+        while True:
+            if exact:
+                memo[(m.name, c)] = state
+            exact = True
+            if c == b:
+                return state
+            state = self._after(m, c, state)
+            c += 1
+            if m.gap_before(c):
+                state = {}
+
+    def _after(self, m: Manifest, c: int, state: Open) -> Open:
+        """The episodes open after batch c, given those open before it."""
+        binfo = m.batches[c]
+        if (m.vector is None and binfo["len"] == 1 and binfo["episodes"] == 0 and len(state) == 1
+                and c + 1 < len(m.batches) and not m.gap_before(c + 1)
+                and m.batches[c + 1]["len"] > m.batches[c + 1]["episodes"]):
+            # A single-env batch holding only the next part of the open episode, which goes
+            # on in the next batch: its steps are the batch's, no need to read it (the batch
+            # that holds the part read checks the episode and part it finds).
+            ((ep_id, (number, part_no, first)),) = state.items()
+            return {ep_id: (number, part_no + 1, first + binfo["steps"])}
+        batch = self._batch_of(m, c)
+        check_starts(m, c, batch)
+        after: Open = {}
+        rank = 0
+        for entry in batch.entries:
+            steps = entry.get("steps")
+            if type(steps) is not int or steps < 0:
+                raise FormatError(f"{m.batches[c]['fn']} entry {entry.get('index')}: "
+                                  "'steps' must be a non-negative integer")
+            part_no, ep_id = entry["part"], entry["episode"]
+            if part_no == 0:
+                number, first = m.starts[c] + rank, 0
+                rank += 1
+            else:
+                number, expected, first = state.get(ep_id, (-1, -1, 0))
+                if expected != part_no:
+                    continue  # an episode the reader does not show
+            if continues(entry):
+                after[ep_id] = (number, part_no + 1, first + steps)
+        return after
+
+
+def list_batches(manifests: list[Manifest], starts: list[int],
+                 open_episodes: OpenEpisodes) -> list[BatchInfo]:
+    """Every batch of the writers, in the reader's order (``starts``: each writer's first
+    episode index in the reader)."""
+    out: list[BatchInfo] = []
+    for m, base in zip(manifests, starts):
+        simple = m.legacy or (m.vector is None and all(
+            b["len"] - b["episodes"] <= 1 for b in m.batches))
+        open_no: int | None = None  # single-env: the episode that may continue into batch b
+        for b, binfo in enumerate(m.batches):
+            new = m.new_episodes(b)
+            cont: list[int] = []
+            if not m.legacy and binfo["len"] > new and not m.gap_before(b):
+                if simple:
+                    cont = [] if open_no is None else [open_no]
+                else:
+                    cont = sorted(number for number, _, _ in open_episodes.at(m, b).values())
+            if new:
+                open_no = m.starts[b] + new - 1
+            elif not cont:
+                open_no = None
+            first = base + m.starts[b]
+            out.append(BatchInfo(m.prefix, b, binfo["fn"], "" if m.legacy else binfo["bin"],
+                                 tuple([base + n for n in cont] + list(range(first, first + new)))))
+    return out
+
+
+def decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
+                 open_episodes: OpenEpisodes) -> list[EpisodePart]:
+    """Decodes batch b of writer ``m`` (whose first episode is the reader's ``base``)."""
+    if m.legacy:
+        parts = []
+        for pos in range(m.batches[b]["len"]):
+            ep = legacy_episode(dec, m, batch, b, pos, base + m.starts[b] + pos)
+            parts.append(EpisodePart(ep.index, 0, 0, ep.observations, ep.actions, ep.rewards,
+                                     ep.terminations, ep.truncations, ep.infos, True))
+        return parts
+    binfo = m.batches[b]
+    check_starts(m, b, batch)
+    opened = dict(open_episodes.at(m, b))
+    size = dec.batch_size(batch, binfo)
+    data = dec.read_exact(binfo["bin"], 0, size)
+    last = b + 1 >= len(m.batches) or m.gap_before(b + 1)
+    parts = []
+    rank = 0
+    for entry in batch.entries:
+        part_no = entry["part"]
+        if part_no == 0:
+            number, first_step = m.starts[b] + rank, 0
+            rank += 1
+        else:
+            number, expected, first_step = opened.pop(entry["episode"], (-1, -1, 0))
+            if expected != part_no:
+                continue  # an episode the reader does not show
+        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data,
+                          copy=False)
+        parts.append(EpisodePart(base + number, part_no, first_step, tree(m.obs_layout, p.obs),
+                                 tree(m.act_layout, p.act), p.rewards, p.terminations,
+                                 p.truncations, p.infos, not continues(entry) or last))
+    for number, part_no, _ in opened.values():
+        raise FormatError(f"{binfo['fn']}: episode {number} part {part_no} missing")
+    return parts
