@@ -24,6 +24,7 @@ from .errors import ChecksumError, FormatError, RecordingClosedError
 from .format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, MANIFEST_SUFFIX, ArrayRef,
                      check_plain_name, decode_value, parse_ref, read_json_file)
 from .spaces import ArrayLeaf, Layout, ValuesLeaf, build_space, decode_values_leaf
+from .outside import _as_values, _mixed_leaves, _outside_values, join_leaf
 
 __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "scan_recorded_traces", "ENDS"]
 
@@ -664,10 +665,10 @@ class RecordingReader:
         part.act_stored = act_stored = m.act_layout.tree_leaves(entry.get("actions"),
                                                                 f"{where} actions")
         for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
-            if isinstance(leaf, ArrayLeaf):
+            if isinstance(leaf, ArrayLeaf) and not _outside_values(obj):
                 want(obj, w, "obs", k, (obs_rows, *leaf.shape))
         for k, ((obj, w), leaf) in enumerate(zip(act_stored, m.act_layout.leaves)):
-            if isinstance(leaf, ArrayLeaf):
+            if isinstance(leaf, ArrayLeaf) and not _outside_values(obj):
                 want(obj, w, "act", k, (steps, *leaf.shape))
         for name in ("rewards", "terminations", "truncations"):
             want(entry.get(name), f"{where} {name}", name, 0, (steps,))
@@ -740,13 +741,13 @@ class RecordingReader:
         source = self._value_source(part.binfo["bin"], part.binfo["bin_size"], fd, file_size,
                                     data)
         for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, m.obs_layout.leaves)):
-            if isinstance(leaf, ValuesLeaf):
-                obs[k] = decode_values_leaf(leaf, obj, source, w)
+            if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
+                obs[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
                 if len(obs[k]) != obs_rows:
                     raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
         for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, m.act_layout.leaves)):
-            if isinstance(leaf, ValuesLeaf):
-                act[k] = decode_values_leaf(leaf, obj, source, w)
+            if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
+                act[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
                 if len(act[k]) != steps:
                     raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
         rows: list[dict] = [{} for _ in range(info_rows)]
@@ -838,6 +839,8 @@ class RecordingReader:
         stacked = [slot[:2] for slot in parts[0].slots if slot[0] in _STACKED]
         for part in parts[1:]:
             if [slot[:2] for slot in part.slots if slot[0] in _STACKED] != stacked:
+                if _mixed_leaves(part.slots, parts[0].slots):
+                    return self._stitched_mixed(m, parts, index)
                 raise FormatError(f"{part.where}: holds other arrays than the episode's first "
                                   "part")
         columns: dict[tuple[str, int], list[ArrayRef]] = {key: [] for key in stacked}
@@ -887,6 +890,30 @@ class RecordingReader:
             actions=act[0] if m.act_layout.single else m.act_layout.unflatten(act),
             rewards=dests[("rewards", 0)], terminations=dests[("terminations", 0)],
             truncations=dests[("truncations", 0)],
+            infos=[row for p in loaded for row in p["infos"]],
+            seed=first["seed"], options=first["options"], env_id=m.env_id, end=last["end"],
+            sub_env=first["sub_env"], writer=m.prefix, no_reset=first["no_reset"])
+
+    def _stitched_mixed(self, m: _Manifest, parts: list[_Part], index: int) -> Episode:
+        """An episode whose parts store a leaf both as arrays and as values (a value outside
+        the space's shape arrived in a later part): the leaf comes back as a list of rows."""
+        loaded = []
+        for part in parts:
+            fd = self._open_bin(part.binfo["bin"], part.binfo["bin_size"])
+            try:
+                loaded.append(self._load_part(m, part, fd, part.binfo["bin_size"]))
+            finally:
+                os.close(fd)
+        first, last = loaded[0], loaded[-1]
+        obs = [join_leaf([p["obs"][k] for p in loaded]) for k in range(len(m.obs_layout.leaves))]
+        act = [join_leaf([p["act"][k] for p in loaded]) for k in range(len(m.act_layout.leaves))]
+        return Episode(
+            index=index,
+            observations=obs[0] if m.obs_layout.single else m.obs_layout.unflatten(obs),
+            actions=act[0] if m.act_layout.single else m.act_layout.unflatten(act),
+            rewards=np.concatenate([p["rewards"] for p in loaded]),
+            terminations=np.concatenate([p["terminations"] for p in loaded]),
+            truncations=np.concatenate([p["truncations"] for p in loaded]),
             infos=[row for p in loaded for row in p["infos"]],
             seed=first["seed"], options=first["options"], env_id=m.env_id, end=last["end"],
             sub_env=first["sub_env"], writer=m.prefix, no_reset=first["no_reset"])

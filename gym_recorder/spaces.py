@@ -287,6 +287,23 @@ class Layout:
         self.leaves.append(leaf)
         return leaf
 
+    def leaf_paths(self) -> list[str]:
+        """Each leaf's path in the space, in leaf order: ``""``, ``"['position']"``, ``"[0]"``."""
+        out: list[str] = []
+
+        def walk(node: Any, path: str) -> None:
+            if isinstance(node, DictNode):
+                for key, child in zip(node.keys, node.children):
+                    walk(child, f"{path}[{key!r}]")
+            elif isinstance(node, TupleNode):
+                for i, child in enumerate(node.children):
+                    walk(child, f"{path}[{i}]")
+            else:
+                out.append(path)
+
+        walk(self.root, "")
+        return out
+
     def flattener(self):
         """Returns a function mapping one value of the space to the list of its leaf values."""
         def walk(node: Any, value: Any, out: list) -> None:

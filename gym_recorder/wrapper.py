@@ -11,7 +11,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from .buffer import StepBuffer
-from .errors import RecordingClosedError, RecorderError, WriteError
+from .errors import RecordingClosedError, ResetNeeded, WriteError
 from .spaces import Layout, describe_space
 from .session import RecordingSession, check_options
 
@@ -25,10 +25,6 @@ DEFAULT_TARGET_BATCH_BYTES = 5_000_000
 # Buffered steps are committed at least this often (seconds), so a slow env loses at most this
 # much on a crash.
 DEFAULT_FLUSH_INTERVAL = 10.0
-
-
-class ResetNeeded(RecorderError, RuntimeError):
-    """``step()`` was called on a recording wrapper before any ``reset()``."""
 
 
 def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space,
@@ -145,7 +141,15 @@ class RecordingWrapper(gym.Wrapper):
                 raise RecordingClosedError("step() on a closed RecordingWrapper")
             raise ResetNeeded("call reset() before step() on a RecordingWrapper")
         result = self.env.step(action)
-        if self._buffer.add_step(action, *result) or _monotonic() >= self._session.deadline:
+        buffer = self._buffer
+        if not buffer.episode_open:
+            # The episode ended and the env was stepped on without reset(): the env reset itself
+            # (gymnasium.wrappers.Autoreset and the like). This step is the next episode's reset.
+            if buffer.full or self._session.due():
+                self._session.commit()
+            buffer.start_episode(result[0], result[4], None, None)
+            return result
+        if buffer.add_step(action, *result) or _monotonic() >= self._session.deadline:
             self._session.commit()
         return result
 

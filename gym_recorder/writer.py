@@ -25,7 +25,8 @@ import numpy as np
 from ._version import __version__
 from . import format
 from .buffer import Batch
-from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
+from .errors import (RecorderError, RecordingClosedError, UnsupportedValueError, WriteError,
+                     write_error)
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
                      check_prefix, dumps, encode_value, manifest_name)
 from .spaces import DictNode, Layout, TupleNode
@@ -351,6 +352,7 @@ class BatchWriter:
         self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
         self._error: BaseException | None = None
         self._error_path = ""
+        self._last_os_error: OSError | None = None  # its errno goes on later WriteErrors too
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
@@ -414,7 +416,7 @@ class BatchWriter:
         try:
             self._sync_all()
         except OSError as e:
-            raise WriteError(f"cannot fsync the recording in {self.directory}: {e}") from e
+            raise write_error(f"cannot fsync the recording in {self.directory}: {e}", e) from e
 
     def close(self) -> None:
         """Writes everything, marks the manifest complete, fsyncs, and stops the thread.
@@ -433,7 +435,7 @@ class BatchWriter:
             self._write_manifest()
             self._sync_all()
         except OSError as e:
-            raise WriteError(f"cannot write {self._manifest_path}: {e}") from e
+            raise write_error(f"cannot write {self._manifest_path}: {e}", e) from e
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -503,11 +505,13 @@ class BatchWriter:
             dropped, self._dropped_steps = self._dropped_steps, 0
             raise RecorderError(
                 f"a batch of {dropped} steps could not be encoded and was dropped: {error}") from error
+        if isinstance(error, OSError):
+            self._last_os_error = error
         cause = error if error is not None else "an earlier batch failed"
-        raise WriteError(
+        raise write_error(
             f"cannot write batch {self._error_path or self.prefix} in {self.directory}: {cause}; "
             f"{len(self._failed)} batch(es) with {steps} steps are kept in memory and will be "
-            "retried by flush() or close()") from error
+            "retried by flush() or close()", error or self._last_os_error) from error
 
     # -- writing ------------------------------------------------------------------------------
 
