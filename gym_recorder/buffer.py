@@ -231,6 +231,12 @@ class StepBuffer:
         self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
         self._new_columns()
 
+    def discard(self) -> None:
+        """Forgets everything buffered and every open episode (in a forked child: the parent
+        writes them); episodes are numbered from 0 again, for a new writer."""
+        self.__init__(self._obs_layout, self._act_layout, self._target, self._record_infos,
+                      self._info_filter)
+
     # -- sizing ----------------------------------------------------------------------------
 
     def _capacity_for(self, bytes_per_step: float) -> int:

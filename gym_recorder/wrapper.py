@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
 from .buffer import StepBuffer
-from .errors import RecordingClosedError, ResetNeeded, WriteError
+from .errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from .spaces import Layout, describe_space
 from .session import RecordingSession, check_options
 
@@ -44,7 +45,7 @@ def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space
             "action_space": describe_space(action_space), "vector": None}
 
 
-class RecordingWrapper(gym.Wrapper):
+class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Records every reset and step of an environment into a directory, in batches.
 
     ``reset`` and ``step`` return exactly what the inner environment returns. Observations,
@@ -88,18 +89,59 @@ class RecordingWrapper(gym.Wrapper):
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
+        # gym.make(env.spec) rebuilds the recorder as a new writer (file_prefix: a new one).
+        gym.utils.RecordConstructorArgs.__init__(
+            self, _disable_deepcopy=True, directory=os.path.abspath(os.fspath(directory)),
+            file_prefix=None,
+            target_batch_bytes=target_batch_bytes, record_infos=record_infos,
+            info_filter=info_filter, flush_interval=flush_interval, fsync=fsync)
         super().__init__(env)
-        header = env_header(env, env.observation_space, env.action_space)
+        self._settings = {"directory": os.fspath(directory), "target_batch_bytes":
+                          target_batch_bytes, "record_infos": record_infos,
+                          "info_filter": info_filter, "flush_interval": flush_interval,
+                          "fsync": fsync}
+        self._start_recorder(file_prefix, lazy=False)
+
+    def _start_recorder(self, file_prefix: str | None, lazy: bool) -> None:
+        settings = self._settings
+        header = env_header(self.env, self.env.observation_space, self.env.action_space)
         obs_layout = Layout(header["observation_space"])
         act_layout = Layout(header["action_space"])
-        self._buffer = StepBuffer(obs_layout, act_layout, target_batch_bytes,
-                                  record_infos=record_infos, info_filter=info_filter)
-        self._directory = os.fspath(directory)
+        self._buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],
+                                  record_infos=settings["record_infos"],
+                                  info_filter=settings["info_filter"])
+        self._directory = settings["directory"]
         self._session = RecordingSession(
-            self, self._buffer, self._buffer.end_episode, directory, header, obs_layout,
-            act_layout, file_prefix=file_prefix, flush_interval=flush_interval, fsync=fsync)
+            self, self._buffer, self._buffer.end_episode, self._directory, header, obs_layout,
+            act_layout, file_prefix=file_prefix, flush_interval=settings["flush_interval"],
+            fsync=settings["fsync"], lazy=lazy)
         self._reset_done = False
         self._env_closed = False
+        self._paused = False  # a copy or forked child: steps pass through until reset()
+        self._paused_note = ""
+
+    def _renewed(self, note: str = "a process forked from the one that made this wrapper") -> None:
+        """Called when the recorder starts over (copy, unpickle, fork): records from reset()."""
+        if self._reset_done:
+            self._paused = True
+            self._paused_note = note
+        self._reset_done = False
+
+    def __getstate__(self) -> dict:
+        """A copy (or pickle) keeps the inner env and the settings, never the writer."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_session", "_buffer")}
+        state["_copied_mid_episode"] = self._reset_done and self._buffer.episode_open
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        """The copy records into the same directory as a new writer, from its next reset()."""
+        mid_episode = state.pop("_copied_mid_episode", False)
+        self.__dict__.update(state)
+        was_reset = self._reset_done
+        self._start_recorder(None, lazy=True)
+        self._paused = was_reset
+        if mid_episode:
+            self._paused_note = "a copy made mid-episode"
 
     @property
     def directory(self) -> str:
@@ -109,7 +151,7 @@ class RecordingWrapper(gym.Wrapper):
     @property
     def file_prefix(self) -> str:
         """This writer's file prefix."""
-        return self._session.writer.prefix
+        return self._session.prefix
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -130,6 +172,7 @@ class RecordingWrapper(gym.Wrapper):
                 error = e  # the batch is kept; record the new episode before raising
         buffer.start_episode(obs, info, None if seed is None else int(seed), options)
         self._reset_done = True
+        self._paused = False
         if error is not None:
             raise error
         return obs, info
@@ -139,6 +182,13 @@ class RecordingWrapper(gym.Wrapper):
         if not self._reset_done:
             if self._session.closed:
                 raise RecordingClosedError("step() on a closed RecordingWrapper")
+            if self._paused:
+                if self._paused_note:
+                    warnings.warn(f"RecordingWrapper in {self._paused_note}: its steps are "
+                                  "recorded from its next reset()", RecorderWarning,
+                                  stacklevel=2)
+                    self._paused_note = ""
+                return self.env.step(action)
             raise ResetNeeded("call reset() before step() on a RecordingWrapper")
         result = self.env.step(action)
         buffer = self._buffer
