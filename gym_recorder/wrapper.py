@@ -118,6 +118,8 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._reset_done = False
         self._env_closed = False
         self._paused = False  # a copy or forked child: steps pass through until reset()
+        self._pending_error: WriteError | None = None  # raised by the next reset() or step()
+        self._pending_reset_done = False
         self._paused_note = ""
 
     def _renewed(self, note: str = "a process forked from the one that made this wrapper") -> None:
@@ -161,6 +163,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         """
         if self._session.closed:
             raise RecordingClosedError("reset() on a closed RecordingWrapper")
+        self._raise_pending()
         obs, info = self.env.reset(seed=seed, options=options)
         buffer = self._buffer
         buffer.end_episode("reset")
@@ -169,19 +172,36 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             try:
                 self._session.commit()
             except WriteError as e:
-                error = e  # the batch is kept; record the new episode before raising
+                error = e  # the batch is kept; record the new episode, raise at the next call
         buffer.start_episode(obs, info, None if seed is None else int(seed), options)
         self._reset_done = True
         self._paused = False
         if error is not None:
-            raise error
+            self._defer(error)
         return obs, info
+
+    def _defer(self, error: WriteError) -> None:
+        """Keeps a write error for the next call: the call that met it recorded its result and
+        returns it (the recording and what the caller saw agree); the next reset() or step()
+        raises it before touching the env, so that nothing is recorded that was not returned."""
+        self._pending_error = error
+        self._pending_reset_done = self._reset_done
+        self._reset_done = False  # (sends the next step() down the slow path)
+
+    def _raise_pending(self) -> None:
+        error = self._pending_error
+        if error is not None:
+            self._pending_error = None
+            self._reset_done = self._pending_reset_done
+            raise error
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the environment and records the transition."""
         if not self._reset_done:
             if self._session.closed:
                 raise RecordingClosedError("step() on a closed RecordingWrapper")
+            if self._pending_error is not None:
+                self._raise_pending()
             if self._paused:
                 if self._paused_note:
                     warnings.warn(f"RecordingWrapper in {self._paused_note}: its steps are "
@@ -196,11 +216,17 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             # The episode ended and the env was stepped on without reset(): the env reset itself
             # (gymnasium.wrappers.Autoreset and the like). This step is the next episode's reset.
             if buffer.full or self._session.due():
-                self._session.commit()
+                try:
+                    self._session.commit()
+                except WriteError as e:
+                    self._defer(e)
             buffer.start_episode(result[0], result[4], None, None)
             return result
         if buffer.add_step(action, *result) or _monotonic() >= self._session.deadline:
-            self._session.commit()
+            try:
+                self._session.commit()
+            except WriteError as e:  # the step is recorded: return it, raise at the next call
+                self._defer(e)
         return result
 
     def flush(self) -> None:
@@ -209,7 +235,14 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         Raises:
             WriteError: if a batch cannot be written; it is kept for the next flush or close.
         """
+        self._drop_pending()
         self._session.flush("RecordingWrapper")
+
+    def _drop_pending(self) -> None:
+        """flush() and close() retry and report write errors themselves."""
+        if self._pending_error is not None:
+            self._pending_error = None
+            self._reset_done = self._pending_reset_done
 
     def close(self) -> None:
         """Ends the open episode (``end == "close"``), writes everything, closes the env.
@@ -217,6 +250,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         Raises:
             WriteError: if something could not be written; calling close() again retries.
         """
+        self._drop_pending()
         self._reset_done = False
         self._session.close()
         if not self._env_closed:
