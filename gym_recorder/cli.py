@@ -188,6 +188,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         except ImportError as e:
             raise CommandError(f"--num-envs needs gym_recorder.vector, which cannot be imported "
                                f"({e})") from e
+    _import_modules(args)
     progress = _Progress(args)
     try:
         with _StopOnInterrupt() as stop:
@@ -208,6 +209,28 @@ def cmd_record(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     _say(args, f"recorded {what}")
     return EXIT_OK
+
+
+def _import_modules(args: argparse.Namespace) -> None:
+    """Imports the ``--import`` modules (packages that register envs or define wrappers)."""
+    from .envspec import import_modules
+    from .replay import ReplayError
+
+    try:
+        import_modules(args.imports)
+    except ImportError as e:
+        raise ReplayError(str(e)) from e
+
+
+def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
+    """--import (record, replay, video) and --env-kwargs (replay, video)."""
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (repeatable): a package that registers the env "
+                        "or defines its wrappers")
+    if kwargs:
+        p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+                       help="env keyword arguments the recording could not keep (or to "
+                            "override), as a JSON object")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -268,7 +291,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     counts = {"match": 0, "mismatch": 0, "skipped": 0}
     first_bad = None
-    for check in replay_recording(args.directory, only=args.episode):
+    for check in replay_recording(args.directory, only=args.episode, env_kwargs=args.env_kwargs,
+                                  imports=args.imports or ()):
         counts[check.status] += 1
         where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
                                             if check.sub_env is not None else "")
@@ -329,7 +353,8 @@ def cmd_video(args: argparse.Namespace) -> int:
         # rgb_array rendering needs no window; pygame-based envs (classic control) otherwise
         # probe the display system and print errors on headless machines.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        check = replay_frames(args.directory, index)
+        check = replay_frames(args.directory, index, env_kwargs=args.env_kwargs,
+                              imports=args.imports or ())
         frames = check.frames
         source = "replay with render_mode='rgb_array'"
         fps = fps or check.render_fps
@@ -459,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="commit buffered steps at least this often (default 10)")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
+    _add_env_options(p, kwargs=False)
 
     p = add("info", cmd_info, "summarise a recording",
             "Show a recording's env id, spaces, episodes, steps, returns, writers, bytes on "
@@ -485,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episode", "-e", type=int, action="append", metavar="I",
                    help="check only episode I (repeatable; earlier episodes are replayed as "
                         "far as needed)")
+    _add_env_options(p, kwargs=True)
 
     p = add("plot", cmd_plot, "plot episode return and length (needs gym_recorder[plot])",
             "Plot the return and the length of every episode. The file type follows the "
@@ -515,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", choices=("auto", "observations", "render"), default="auto",
                    help="where frames come from (default auto: observations if they are "
                         "images, else render)")
+    _add_env_options(p, kwargs=True)
 
     p = add("export", cmd_export, "write all episodes into one flat file",
             "Concatenate every episode into one .npz: observations (N+1 rows per episode), "

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .envspec import (MAKE_VEC_ARGUMENTS, USER_MODULES, EnvRebuilder, SpecError,
+                      import_modules)
 from .errors import RecorderError
 from .reader import RecordingReader
 
@@ -47,8 +49,6 @@ __all__ = [
 SAMPLE_ENVS_NAMESPACE = "sample_envs/"
 
 
-# Keys of a vector env's spec kwargs that are gymnasium.make_vec's own arguments.
-MAKE_VEC_ARGUMENTS = ("num_envs", "vector_kwargs", "wrappers")
 # Vector envs whose sub-envs are independent gymnasium.make envs (a native vector_entry_point
 # env is one implementation of all sub-envs at once, with its own random streams).
 REPLAYABLE_VECTORIZATION_MODES = ("sync", "async")
@@ -85,6 +85,9 @@ def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *,
     import gymnasium as gym
 
     _import_env_package(env_id)
+    module, sep, _ = env_id.partition(":")
+    if sep and module not in USER_MODULES:
+        USER_MODULES.append(module)  # (gymnasium imports it; recordings name it for replay)
     kwargs = dict(kwargs or {})
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
@@ -413,19 +416,27 @@ class _Stream:
         self.env.close()
 
 
-def _env_factory(manifest: Mapping[str, Any], render: bool) -> tuple[str | None, Callable | None,
-                                                                       str]:
+def _env_factory(manifest: Mapping[str, Any], render: bool,
+                 env_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None,
+                                                                      Callable | None, str]:
     """How to make the env of one writer: (env_id, factory, reason when impossible).
 
-    For a vector writer, the spec's kwargs are ``gymnasium.make_vec``'s: its own arguments are
-    dropped and each sub-env is replayed by a single env made with the rest.
+    The env is ``gymnasium.make(env_id, **kwargs)`` with the recorded kwargs (``env_kwargs``
+    fill in and override them), wrapped in the recorded ``additional_wrappers`` (see
+    :mod:`gym_recorder.envspec`). For a vector writer, the spec's kwargs are
+    ``gymnasium.make_vec``'s: its own arguments are dropped and each sub-env is replayed by a
+    single env made with the rest.
     """
     env_id = manifest.get("env_id")
     if not isinstance(env_id, str):
         return None, None, "the recording has no env id (the env had no spec)"
     spec = manifest.get("env_spec") if isinstance(manifest.get("env_spec"), dict) else {}
-    kwargs = dict(spec.get("kwargs") if isinstance(spec.get("kwargs"), dict) else {})
-    if manifest.get("vector") is not None:
+    vector = manifest.get("vector") is not None
+    rebuild = EnvRebuilder(spec, env_kwargs, vector=vector)
+    if rebuild.problem:
+        return None, None, rebuild.problem
+    kwargs = dict(rebuild.kwargs)
+    if vector:
         mode = kwargs.pop("vectorization_mode", None)
         for key in MAKE_VEC_ARGUMENTS:
             kwargs.pop(key, None)
@@ -439,7 +450,20 @@ def _env_factory(manifest: Mapping[str, Any], render: bool) -> tuple[str | None,
     max_steps = spec.get("max_episode_steps")
     if type(max_steps) is int and "max_episode_steps" not in kwargs:
         kwargs["max_episode_steps"] = max_steps
-    return env_id, (lambda: make_env(env_id, kwargs)), ""
+
+    def factory() -> Any:
+        try:
+            rebuild.ensure_registered(env_id)
+        except SpecError as e:
+            raise ReplayError(str(e)) from e
+        env = make_env(env_id, kwargs)
+        try:
+            return rebuild.wrap(env)
+        except SpecError as e:
+            env.close()
+            raise ReplayError(str(e)) from e
+
+    return env_id, factory, ""
 
 
 def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[int]:
@@ -464,7 +488,8 @@ def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[in
 
 
 def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | None = None,
-                     render: bool = False) -> Iterator[EpisodeCheck]:
+                     render: bool = False, env_kwargs: Mapping[str, Any] | None = None,
+                     imports: Collection[str] = ()) -> Iterator[EpisodeCheck]:
     """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
 
     For each stream (a writer's episodes of one sub-env, in order) a fresh env is made with
@@ -482,6 +507,8 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         only: check just these episode indices (earlier episodes of their streams are replayed as
             far back as needed to reach a seeded reset, but not reported).
         render: make the env with ``render_mode="rgb_array"`` and return the frames.
+        env_kwargs: env kwargs that fill in those the recording could not keep (or override).
+        imports: modules to import first (packages that register envs or define wrappers).
 
     Yields:
         One :class:`EpisodeCheck` per episode (per episode in ``only``), in reader order.
@@ -491,6 +518,10 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         FormatError: if the recording is malformed.
         IndexError: if an index in ``only`` is out of range.
     """
+    try:
+        import_modules(list(imports))
+    except ImportError as e:
+        raise ReplayError(str(e)) from e
     with RecordingReader(directory) as reader:
         count = len(reader)
         targets: set[int] | None = None
@@ -511,7 +542,8 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         try:
             for i in indices:
                 ep = reader[i]
-                check = _replay_one(ep, writers[ep.writer], factories, streams, render)
+                check = _replay_one(ep, writers[ep.writer], factories, streams, render,
+                                    env_kwargs)
                 if targets is None or i in targets:
                     yield check
         finally:
@@ -520,7 +552,7 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
 
 
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: dict,
-                render: bool) -> EpisodeCheck:
+                render: bool, env_kwargs: Mapping[str, Any] | None = None) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
                frames: list | None = None) -> EpisodeCheck:
         fps = None
@@ -535,7 +567,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
     if writer.get("legacy"):
         return result("skipped", message="gym-recording (legacy) episode: no env id or seeds")
     if ep.writer not in factories:
-        factories[ep.writer] = _env_factory(writer["manifest"], render)
+        factories[ep.writer] = _env_factory(writer["manifest"], render, env_kwargs)
     env_id, factory, reason = factories[ep.writer]
     if factory is None:
         return result("skipped", message=reason)
@@ -600,7 +632,9 @@ def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     return check
 
 
-def replay_frames(directory: str | os.PathLike, index: int) -> EpisodeCheck:
+def replay_frames(directory: str | os.PathLike, index: int, *,
+                  env_kwargs: Mapping[str, Any] | None = None,
+                  imports: Collection[str] = ()) -> EpisodeCheck:
     """Renders one episode by replaying it with ``render_mode="rgb_array"``.
 
     Returns:
@@ -610,7 +644,8 @@ def replay_frames(directory: str | os.PathLike, index: int) -> EpisodeCheck:
     Raises:
         ReplayError: if the episode cannot be replayed or the env renders no frames.
     """
-    check = next(iter(replay_recording(directory, only=[index], render=True)))
+    check = next(iter(replay_recording(directory, only=[index], render=True,
+                                       env_kwargs=env_kwargs, imports=imports)))
     if check.status == "skipped":
         raise ReplayError(f"episode {check.index} cannot be replayed: {check.message}")
     frames = check.frames or []

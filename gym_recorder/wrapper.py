@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
@@ -12,6 +11,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from .buffer import StepBuffer
+from .envspec import capture_spec
 from .errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from .spaces import Layout, describe_space
 from .session import RecordingSession, check_options
@@ -32,15 +32,7 @@ def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space
                action_space: gym.Space) -> dict:
     """The manifest fields that describe the environment: id, spec, spaces."""
     spec = getattr(env, "spec", None)
-    env_spec = None
-    if spec is not None:
-        env_spec = {"id": spec.id, "max_episode_steps": spec.max_episode_steps, "kwargs": None}
-        try:
-            json.dumps(spec.kwargs, allow_nan=False)
-            env_spec["kwargs"] = dict(spec.kwargs)
-        except (TypeError, ValueError):
-            pass  # kwargs that JSON cannot hold are left out; the id is still recorded
-    return {"env_id": spec.id if spec is not None else None, "env_spec": env_spec,
+    return {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
             "observation_space": describe_space(observation_space),
             "action_space": describe_space(action_space), "vector": None}
 
