@@ -539,16 +539,75 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         writers = {w["prefix"]: w for w in reader.writers}
         factories: dict[str, tuple] = {}
         streams: dict[tuple, _Stream] = {}
+        whole: dict[int, EpisodeCheck] = {}  # checks of native vector writers, replayed whole
         try:
             for i in indices:
                 ep = reader[i]
-                check = _replay_one(ep, writers[ep.writer], factories, streams, render,
-                                    env_kwargs)
+                if _native_vector(writers[ep.writer]):
+                    if i not in whole:
+                        whole.update(_replay_whole_vector(reader, writers[ep.writer], render,
+                                                          env_kwargs))
+                    check = whole[i]
+                else:
+                    check = _replay_one(ep, writers[ep.writer], factories, streams, render,
+                                        env_kwargs)
                 if targets is None or i in targets:
                     yield check
         finally:
             for s in streams.values():
                 s.close()
+
+
+def _native_vector(writer: Mapping[str, Any]) -> bool:
+    """True for a vector writer whose env was its own vector implementation (make_vec's
+    ``vector_entry_point`` mode): it is replayed whole (see :mod:`gym_recorder.vector_replay`)."""
+    manifest = writer.get("manifest") or {}
+    spec = manifest.get("env_spec")
+    return (not writer.get("legacy") and manifest.get("vector") is not None
+            and isinstance(spec, dict) and isinstance(spec.get("kwargs"), dict)
+            and spec["kwargs"].get("vectorization_mode") == "vector_entry_point")
+
+
+def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], render: bool,
+                         env_kwargs: Mapping[str, Any] | None) -> dict[int, EpisodeCheck]:
+    import gymnasium as gym
+
+    from .vector_replay import replay_vector_writer
+
+    prefix = writer["prefix"]
+    episodes = [ep for ep in (reader[j] for j in range(len(reader))) if ep.writer == prefix]
+    manifest = writer["manifest"]
+    env_id = manifest.get("env_id")
+    rebuild = EnvRebuilder(manifest["env_spec"], env_kwargs, vector=True)
+
+    def check(ep: Any, status: str, step: int | None, message: str, frames: list | None,
+              fps: Any) -> EpisodeCheck:
+        fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+        return EpisodeCheck(ep.index, ep.writer, ep.sub_env, ep.length, status, step, message,
+                            frames, fps)
+
+    if rebuild.problem or not isinstance(env_id, str):
+        reason = rebuild.problem or "the recording has no env id"
+        return {ep.index: check(ep, "skipped", None, reason, None, None) for ep in episodes}
+    kwargs = {k: v for k, v in rebuild.kwargs.items()
+              if k not in MAKE_VEC_ARGUMENTS and k != "vectorization_mode"}
+    if render:
+        kwargs["render_mode"] = "rgb_array"
+    elif kwargs.get("render_mode") == "human":
+        del kwargs["render_mode"]
+
+    def make(num_envs: int, kw: dict) -> Any:
+        try:
+            rebuild.ensure_registered(env_id)
+            return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+                                **kw)
+        except SpecError as e:
+            raise ReplayError(str(e)) from e
+        except (gym.error.Error, ImportError, TypeError, ValueError) as e:
+            raise ReplayError(f"cannot make vector env {env_id!r}: {e}") from e
+
+    return replay_vector_writer(episodes, manifest, kwargs, render, make, _row,
+                                first_difference, check)
 
 
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: dict,
