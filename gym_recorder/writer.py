@@ -51,6 +51,9 @@ MAX_PACKED_ALIGN = 64
 SMALL_WRITE_BYTES = 1 << 16
 SMALL_WRITE_CHUNK = 1 << 20
 _ZEROS = bytes(ALIGNMENT)
+# Batch headers longer than this (bytes of JSON) carry the spaces in the first batch only.
+MAX_REPEATED_HEADER_BYTES = 4096
+MAX_REPEATED_FIELD_BYTES = 1024
 # An ARRAY reference as JSON text; dtype strings and file names are plain ASCII (no escaping).
 _REF_TEXT = ('{"__type":"ndarray","shape":[%s],"order":"C","dtype":"%s","npyfile":"%s",'
              '"npyoff":%d,"size":%d,"crc32":%d}')
@@ -338,6 +341,14 @@ class BatchWriter:
         self._batch_header = {k: v for k, v in self._manifest.items()
                               if k not in ("batches", "complete")}
         self._header_json = dumps(self._batch_header)
+        # A large header (big space descriptions, a big env spec) is written whole in the
+        # writer's first batch only; later batches leave out its fields of more than
+        # MAX_REPEATED_FIELD_BYTES (see "Batch" in the format specification).
+        self._later_header_json = self._header_json
+        if len(self._header_json) > MAX_REPEATED_HEADER_BYTES:
+            self._later_header_json = dumps({
+                k: v for k, v in self._batch_header.items()
+                if len(dumps(v)) <= MAX_REPEATED_FIELD_BYTES})
         self._obs_template = _tree_template(obs_layout)
         self._act_template = _tree_template(act_layout)
         self._next_entry = 0
@@ -534,7 +545,7 @@ class BatchWriter:
             dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
                    "first": first})[:-1],
             b',"episodes":[', ",".join(entries).encode("ascii"), b'],"header":',
-            self._header_json, b"}"])
+            self._header_json if first == 0 else self._later_header_json, b"}"])
         self._error_path = json_path
         with self._atomic(json_path, "wb") as f:
             f.write(doc)
