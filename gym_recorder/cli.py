@@ -233,6 +233,23 @@ def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
                             "override), as a JSON object")
 
 
+def _env_blocks(envs: list[dict]) -> list[str]:
+    """info's lines for each env of a directory that holds several."""
+    lines = []
+    for g in envs:
+        lines += [
+            f"  env id           {g['env_id'] or '-'}",
+            f"    observation    {g['observation_space'] or '-'}",
+            f"    action         {g['action_space'] or '-'}",
+            f"    episodes       {g['episodes']:,}, steps {g['steps']:,}, writers "
+            f"{', '.join(map(str, g['writers']))}",
+            f"    return         mean {_fmt(g['return_mean'])}, min {_fmt(g['return_min'])}, "
+            f"max {_fmt(g['return_max'])}",
+            "    ends           " + (", ".join(f"{k} {v}" for k, v in g["ends"].items()) or "-"),
+        ]
+    return lines
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .export import summarize
 
@@ -255,6 +272,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
         f"writers            {len(s['writers'])}",
     ]
+    if len(s.get("envs", ())) > 1:
+        lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
     for k, w in enumerate(s["writers"]):
         state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
         vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
@@ -375,7 +394,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from .export import export_npz
 
-    result = export_npz(args.directory, args.output, compress=args.compress)
+    result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
     _say(args, f"wrote {result['path']}: {result['episodes']} episodes, {result['steps']} steps")
     if not args.quiet:
         width = max(len(k) for k in result["arrays"])
@@ -558,6 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default npz)")
     p.add_argument("--output", "-o", required=True, help="the file to write")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
+    p.add_argument("--env", metavar="ID",
+                   help="export only the episodes of this env id (needed when the directory "
+                        "holds several envs)")
 
     p = add("verify", cmd_verify, "check every file of a recording",
             "Check every manifest, batch file and array (sizes, checksums) of a recording; "

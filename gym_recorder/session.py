@@ -99,6 +99,13 @@ class RecordingSession:
         writer = BatchWriter(directory, prefix, header, obs_layout, act_layout, fsync=fsync,
                              on_batch_written=self.buffer.observe_batch_bytes)
         self.writer = writer
+        key = (directory, repr(header.get("env_id")))
+        if key not in _CHECKED_ENVS:  # (once per directory and env in a process)
+            from .envgroups import warn_if_other_envs
+            from .format import manifest_name
+
+            _CHECKED_ENVS.add(key)
+            warn_if_other_envs(directory, header.get("env_id"), manifest_name(writer.prefix))
         owner = self._owner()
         if owner is not None:
             self._finalizer = weakref.finalize(owner, _finish, self.buffer, writer,
@@ -176,6 +183,9 @@ class RecordingSession:
         if self.writer is not None:
             self.writer.close()
 
+
+# (directory, env id) pairs this process has checked for recordings of other envs.
+_CHECKED_ENVS: set[tuple[str, str]] = set()
 
 # Every session not yet collected, for the fork handler.
 _LIVE: weakref.WeakSet = weakref.WeakSet()
