@@ -204,7 +204,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             raise ResetNeeded("call reset() before step() on a RecordingWrapper")
         result = self.env.step(action)
         buffer = self._buffer
-        if not buffer.episode_open:
+        if buffer._open_episode is None:  # (not the property: this runs every step)
             # The episode ended and the env was stepped on without reset(): the env reset itself
             # (gymnasium.wrappers.Autoreset and the like). This step is the next episode's reset.
             if buffer.full or self._session.due():
