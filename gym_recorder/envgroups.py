@@ -113,4 +113,4 @@ def warn_if_other_envs(directory: str, env_id: Any, own_manifest: str) -> None:
         warnings.warn(
             f"{directory} already holds recordings of {', '.join(others)}; this writer records "
             f"{_label(env_id)} beside them (info, plot and export group episodes by env id; "
-            "export needs --env to choose one)", MixedEnvsWarning, stacklevel=4)
+            "export needs --env to choose one)", MixedEnvsWarning, stacklevel=6)
