@@ -97,3 +97,39 @@ def test_fork_child_exits_records_on_its_own_and_nothing_twice(tmp_path):
     assert np.array_equal(by_seed[1].actions, np.array([0, 1, 0]))
     assert np.array_equal(by_seed[11].observations, child_obs)
     assert np.array_equal(by_seed[11].actions, child_act)
+
+
+_INHERITED = None
+
+
+def _pool_task(seed):
+    """Runs in a pool worker forked while _INHERITED (a recording wrapper) existed."""
+    env = _INHERITED
+    obs = [env.reset(seed=seed)[0]]
+    for t in range(5):
+        obs.append(env.step(t % 2)[0])
+    prefix = env.file_prefix
+    env.close()  # must not hang: the worker has its own writer
+    return prefix, np.stack(obs)
+
+
+def test_a_pool_worker_records_with_an_inherited_wrapper(tmp_path):
+    import multiprocessing
+
+    from gym_recorder import RecordingWrapper
+
+    global _INHERITED
+    _INHERITED = env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path)
+    env.reset(seed=1)
+    env.step(0)  # buffered in the parent when the worker is forked
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        prefix, child_obs = pool.apply_async(_pool_task, (21,)).get(timeout=120)
+    env.step(1)
+    env.close()
+    _INHERITED = None
+    assert prefix != env.file_prefix
+    with RecordingReader(tmp_path) as reader:
+        eps = {ep.seed: ep for ep in reader}
+        assert len(reader) == 2
+    assert np.array_equal(eps[21].observations, child_obs)
+    assert np.array_equal(eps[1].actions, np.array([0, 1]))

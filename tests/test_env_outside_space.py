@@ -87,3 +87,19 @@ def test_objects_still_raise_the_named_error(tmp_path):
     with pytest.raises(UnsupportedValueError):
         env.reset(seed=0)
     env.close()
+
+
+def test_actions_outside_the_space_are_kept_too(tmp_path):
+    sent = [np.array([0.25]), np.array([0.5, 9.0]), np.array([-1.0])]  # float64; one (2,)
+    with pytest.warns(OutsideSpaceWarning, match=r"action: dtype float64") as record:
+        with RecordingWrapper(gym.make("Pendulum-v1"), tmp_path) as env:
+            env.reset(seed=0)
+            for a in sent:
+                env.step(a)  # Pendulum clips and uses the first element
+    # once per leaf: the later shape problem of the same leaf does not warn again
+    assert sum(issubclass(w.category, OutsideSpaceWarning) for w in record) == 1
+    with RecordingReader(tmp_path) as reader:
+        got = reader[0].actions
+    assert isinstance(got, list) and len(got) == 3
+    for g, a in zip(got, sent):
+        assert g.dtype == a.dtype and np.array_equal(g, a)
