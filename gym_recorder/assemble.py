@@ -17,6 +17,7 @@ from .episode import Episode
 from .errors import FormatError
 from .format import ArrayRef, parse_ref
 from .manifest import Manifest
+from .outside import _mixed_leaves, join_leaf
 from .spaces import Layout
 
 __all__ = ["tree", "make_episode", "single_episode", "stitched_episode", "PARALLEL_READ_BYTES",
@@ -85,6 +86,8 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict, dict, in
     stacked = [slot[:2] for slot in parts[0].slots if slot[0] in STACKED]
     for part in parts[1:]:
         if [slot[:2] for slot in part.slots if slot[0] in STACKED] != stacked:
+            if _mixed_leaves(part.slots, parts[0].slots):
+                return _stitched_mixed(dec, m, parts, index)
             raise FormatError(f"{part.where}: holds other arrays than the episode's first "
                               "part")
     columns: dict[tuple[str, int], list[ArrayRef]] = {key: [] for key in stacked}
@@ -125,6 +128,19 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict, dict, in
                         leaves("act", len(m.act_layout.leaves)),
                         dests[("rewards", 0)], dests[("terminations", 0)],
                         dests[("truncations", 0)], [row for p in loaded for row in p.infos])
+
+
+def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) -> Episode:
+    """An episode whose parts store a leaf both as arrays and as values (a value outside the
+    space's shape arrived in a later part): that leaf comes back as a list of rows."""
+    loaded = [dec.load_part(m, part, part.binfo["bin_size"]) for part in parts]
+    obs = [join_leaf([p.obs[k] for p in loaded]) for k in range(len(m.obs_layout.leaves))]
+    act = [join_leaf([p.act[k] for p in loaded]) for k in range(len(m.act_layout.leaves))]
+    return make_episode(m, index, loaded[0], loaded[-1], obs, act,
+                        np.concatenate([p.rewards for p in loaded]),
+                        np.concatenate([p.terminations for p in loaded]),
+                        np.concatenate([p.truncations for p in loaded]),
+                        [row for p in loaded for row in p.infos])
 
 
 def _allocate(where: str, column: list[ArrayRef]) -> np.ndarray:

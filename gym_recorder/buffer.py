@@ -8,12 +8,13 @@ step is one copy of each observation and action into memory that is reused from 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .errors import UnsupportedValueError
+from .errors import OutsideSpaceWarning, UnsupportedValueError
 from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
 
@@ -226,7 +227,15 @@ class StepBuffer:
         self._open_episode: dict | None = None
         self._last_obs: list | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
+        self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
+        self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
         self._new_columns()
+
+    def discard(self) -> None:
+        """Forgets everything buffered and every open episode (in a forked child: the parent
+        writes them); episodes are numbered from 0 again, for a new writer."""
+        self.__init__(self._obs_layout, self._act_layout, self._target, self._record_infos,
+                      self._info_filter)
 
     # -- sizing ----------------------------------------------------------------------------
 
@@ -265,6 +274,8 @@ class StepBuffer:
                 break
         if cols is None:
             cols = _Columns(self._obs_layout, self._act_layout, self._capacity)
+        for side, j in self._values_leaves:  # leaves that went outside their space's shape
+            (cols.obs if side == "obs" else cols.act)[j] = []
         cols.reset_lists()
         self._cols = cols
         self._obs_cols = cols.obs
@@ -293,6 +304,11 @@ class StepBuffer:
         self._segments: list[dict] = []  # episodes (or parts) that lie in this batch
 
     @property
+    def episode_open(self) -> bool:
+        """True between an episode's start and its end."""
+        return self._open_episode is not None
+
+    @property
     def full(self) -> bool:
         """True when the batch being filled has no room for another step."""
         return self._n_steps >= self._cols.steps or self._n_obs >= self._cols.obs_rows
@@ -313,10 +329,16 @@ class StepBuffer:
                     raise UnsupportedValueError(
                         f"{what} leaf {j}: value of type {type(v).__name__} (dtype {arr.dtype}) "
                         f"does not fit the space's {leaf.dtype} leaf")
-                if not np.can_cast(arr.dtype, col.dtype, "safe") and not (
+                if arr.shape != col.shape[1:]:
+                    v = arr  # (outside the space's shape: below)
+                elif not np.can_cast(arr.dtype, col.dtype, "safe") and not (
                         type(v) in (int, bool) and arr.dtype.kind in "biu"
                         and col.dtype.kind in "iu" and _int_fits(v, col.dtype)):
                     # Keep the value exactly: widen this leaf for the batch being filled.
+                    if not (type(v) is float and col.dtype.kind == "f"):
+                        self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
+                                      f"space's {leaf.dtype}; stored as "
+                                      f"{np.result_type(col.dtype, arr.dtype)}")
                     wide = np.result_type(col.dtype, arr.dtype)
                     col = cols[j] = col.astype(wide)
                     if cols is self._obs_cols and j == 0 and self._obs_layout.single:
@@ -325,10 +347,43 @@ class StepBuffer:
                         self._act0 = col
                 v = arr
             if v.shape != col.shape[1:]:
-                raise UnsupportedValueError(
-                    f"{what} leaf {j}: shape {v.shape} does not match the space's shape "
-                    f"{col.shape[1:]}")
+                # Outside the space (Gymnasium only warns): from now on this leaf is stored as
+                # one VALUE a row, so that every value is kept with its own shape and dtype.
+                self._outside(cols, j, what, f"shape {v.shape} (dtype {v.dtype}) does not match "
+                              f"the space's shape {col.shape[1:]}; stored as one value a row "
+                              "from now on")
+                col = self._to_values(cols, j, row)
+                col.append(snapshot(values[j], f"{what} leaf {j}"))
+                continue
             col[row] = v
+
+    def _outside(self, cols: list, j: int, what: str, message: str) -> None:
+        """Warns once per leaf that a value lies outside the space (it is kept exactly)."""
+        side = "obs" if cols is self._obs_cols else "act"
+        if (side, j) in self._warned:
+            return
+        self._warned.add((side, j))
+        layout = self._obs_layout if side == "obs" else self._act_layout
+        path = layout.leaf_paths()[j]
+        warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
+                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=5)
+
+    def _to_values(self, cols: list, j: int, row: int) -> list:
+        """Turns leaf column ``j`` into a list of per-row values (the rows so far kept), for
+        this batch and every later one."""
+        col = cols[j]
+        rows: list = [col[r].copy() if col.ndim > 1 else col[r] for r in range(row)]
+        cols[j] = rows
+        if cols is self._obs_cols:
+            self._values_leaves.add(("obs", j))
+            if self._obs_layout.single:
+                self._obs0 = None
+        else:
+            self._values_leaves.add(("act", j))
+            if self._act_layout.single:
+                self._act0 = None
+                self._act_scalars = ()
+        return rows
 
     # -- the protocol ---------------------------------------------------------------------
 

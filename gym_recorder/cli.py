@@ -268,6 +268,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         except ImportError as e:
             raise CommandError(f"--num-envs needs gym_recorder.vector, which cannot be imported "
                                f"({e})") from e
+    _import_modules(args)
     progress = _Progress(args)
     try:
         with _StopOnInterrupt() as stop:
@@ -297,6 +298,45 @@ def cmd_record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _import_modules(args: argparse.Namespace) -> None:
+    """Imports the ``--import`` modules (packages that register envs or define wrappers)."""
+    from .envspec import import_modules
+    from .replay import ReplayError
+
+    try:
+        import_modules(args.imports)
+    except ImportError as e:
+        raise ReplayError(str(e)) from e
+
+
+def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
+    """--import (record, replay, video) and --env-kwargs (replay, video)."""
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (repeatable): a package that registers the env "
+                        "or defines its wrappers")
+    if kwargs:
+        p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+                       help="env keyword arguments the recording could not keep (or to "
+                            "override), as a JSON object")
+
+
+def _env_blocks(envs: list[dict]) -> list[str]:
+    """info's lines for each env of a directory that holds several."""
+    lines = []
+    for g in envs:
+        lines += [
+            f"  env id           {g['env_id'] or '-'}",
+            f"    observation    {g['observation_space'] or '-'}",
+            f"    action         {g['action_space'] or '-'}",
+            f"    episodes       {g['episodes']:,}, steps {g['steps']:,}, writers "
+            f"{', '.join(map(str, g['writers']))}",
+            f"    total_reward   mean {_fmt(g['total_reward_mean'])}, "
+            f"min {_fmt(g['total_reward_min'])}, max {_fmt(g['total_reward_max'])}",
+            "    ends           " + (", ".join(f"{k} {v}" for k, v in g["ends"].items()) or "-"),
+        ]
+    return lines
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .export import summarize
 
@@ -321,6 +361,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
         f"writers            {len(s['writers'])}",
     ]
+    if len(s.get("envs", ())) > 1:
+        lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
     for k, w in enumerate(s["writers"]):
         state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
         vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
@@ -357,7 +399,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     counts = {"match": 0, "mismatch": 0, "skipped": 0}
     first_bad = None
-    for check in replay_recording(args.directory, only=args.episode):
+    for check in replay_recording(args.directory, only=args.episode, env_kwargs=args.env_kwargs,
+                                  imports=args.imports or ()):
         counts[check.status] += 1
         where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
                                             if check.sub_env is not None else "")
@@ -421,7 +464,8 @@ def cmd_video(args: argparse.Namespace) -> int:
         # rgb_array rendering needs no window; pygame-based envs (classic control) otherwise
         # probe the display system and print errors on headless machines.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        check = replay_frames(args.directory, index)
+        check = replay_frames(args.directory, index, env_kwargs=args.env_kwargs,
+                              imports=args.imports or ())
         frames = check.frames
         source = "replay with render_mode='rgb_array'"
         fps = fps or check.render_fps
@@ -443,7 +487,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from .export import export_npz
 
-    result = export_npz(args.directory, args.output, compress=args.compress)
+    result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
     _say(args, f"wrote {result['path']}: {_count(result['episodes'], 'episode')}, "
                f"{_count(result['steps'], 'step')}")
     if not args.quiet:
@@ -556,6 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="commit buffered steps at least this often (default 10)")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
+    _add_env_options(p, kwargs=False)
 
     p = add("info", cmd_info, "summarise a recording",
             "Show a recording's env id, spaces, episodes, steps, returns, writers, bytes on "
@@ -583,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episode", "-e", type=int, action="append", metavar="I",
                    help="check only episode I (repeatable; earlier episodes are replayed as "
                         "far as needed)")
+    _add_env_options(p, kwargs=True)
 
     p = add("plot", cmd_plot, "plot episode return and length (needs the [plot] extra)",
             "Plot the return and the length of every episode. The file type follows the "
@@ -613,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", choices=("auto", "observations", "render"), default="auto",
                    help="where frames come from (default auto: observations if they are "
                         "images, else render)")
+    _add_env_options(p, kwargs=True)
 
     p = add("export", cmd_export, "write all episodes into one flat file",
             "Concatenate every episode into one .npz: observations (N+1 rows per episode), "
@@ -628,6 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default npz)")
     p.add_argument("--output", "-o", required=True, help="the file to write")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
+    p.add_argument("--env", metavar="ID",
+                   help="export only the episodes of this env id (needed when the directory "
+                        "holds several envs)")
 
     p = add("verify", cmd_verify, "check every file of a recording",
             "Check every manifest, batch file and array (sizes, checksums) of a recording; "

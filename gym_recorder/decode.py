@@ -20,6 +20,7 @@ from . import format as _format
 from .errors import ChecksumError, FormatError
 from .format import ArrayRef, decode_value, entry_end, parse_ref
 from .manifest import Manifest, read_json
+from .outside import _as_values, _outside_values
 from .spaces import ArrayLeaf, ValuesLeaf, decode_values_leaf
 from .storage import Storage
 
@@ -263,10 +264,10 @@ class Decoder:
         part.act_stored = act_stored = m.act_layout.tree_leaves(entry.get("actions"),
                                                                 f"{where} actions")
         for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
-            if isinstance(leaf, ArrayLeaf):
+            if isinstance(leaf, ArrayLeaf) and not _outside_values(obj):
                 want(obj, w, "obs", k, (obs_rows, *leaf.shape))
         for k, ((obj, w), leaf) in enumerate(zip(act_stored, m.act_layout.leaves)):
-            if isinstance(leaf, ArrayLeaf):
+            if isinstance(leaf, ArrayLeaf) and not _outside_values(obj):
                 want(obj, w, "act", k, (steps, *leaf.shape))
         for name in ("rewards", "terminations", "truncations"):
             want(entry.get(name), f"{where} {name}", name, 0, (steps,))
@@ -340,13 +341,13 @@ class Decoder:
         source = self.value_source(part.binfo["bin"], part.binfo["bin_size"], file_size, data,
                                     copy)
         for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, m.obs_layout.leaves)):
-            if isinstance(leaf, ValuesLeaf):
-                obs[k] = decode_values_leaf(leaf, obj, source, w)
+            if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
+                obs[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
                 if len(obs[k]) != obs_rows:
                     raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
         for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, m.act_layout.leaves)):
-            if isinstance(leaf, ValuesLeaf):
-                act[k] = decode_values_leaf(leaf, obj, source, w)
+            if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
+                act[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
                 if len(act[k]) != steps:
                     raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
         rows: list[dict] = [{} for _ in range(info_rows)]

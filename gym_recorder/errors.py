@@ -9,6 +9,10 @@ __all__ = [
     "UnsupportedValueError",
     "WriteError",
     "RecordingClosedError",
+    "ResetNeeded",
+    "RecorderWarning",
+    "OutsideSpaceWarning",
+    "write_error",
 ]
 
 
@@ -34,3 +38,23 @@ class WriteError(RecorderError, OSError):
 
 class RecordingClosedError(RecorderError, RuntimeError):
     """The recorder or reader was used after ``close()``."""
+
+
+class ResetNeeded(RecorderError, RuntimeError):
+    """``step()`` was called on a recording wrapper before any ``reset()``."""
+
+
+class RecorderWarning(UserWarning):
+    """Base class of the warnings gym_recorder gives (the recording goes on)."""
+
+
+class OutsideSpaceWarning(RecorderWarning):
+    """An env returned (or was given) a value outside its declared space; it is kept exactly."""
+
+
+def write_error(message: str, cause: BaseException | None) -> WriteError:
+    """A :class:`WriteError` carrying the ``errno`` of its OS-level cause."""
+    err = WriteError(message)
+    if isinstance(cause, OSError):
+        err.errno = cause.errno  # (strerror and filename stay unset: str() stays the message)
+    return err

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RecorderError
+from .envgroups import group_envs
+from .errors import FormatError, RecorderError
 from .reader import RecordingReader
 
 __all__ = [
@@ -70,6 +71,22 @@ def dir_bytes(directory: str | os.PathLike[str]) -> int:
                    if e.is_file(follow_symlinks=False))
 
 
+def _writer_spaces(writer: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A writer's spaces as text (from its manifest), for the per-env summary."""
+    from .spaces import build_space
+
+    if writer.get("legacy"):
+        return None, None
+    out = []
+    for key in ("observation_space", "action_space"):
+        try:
+            space = build_space(writer["manifest"].get(key), key)
+        except FormatError:
+            space = None
+        out.append(None if space is None else str(space))
+    return out[0], out[1]
+
+
 def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Summarises a recording: one row per episode, totals, spaces, env id, writers, bytes.
 
@@ -79,11 +96,14 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     Returns:
         A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
         ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
-        ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per
-        way an episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of
-        dicts: ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
+        ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per way an
+        episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
+        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
         and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
-        ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``).
+        ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``,
+        ``env_id``), and ``envs``: one dict per env id (see
+        :func:`gym_recorder.envgroups.group_envs`). With several envs, the top-level
+        ``env_id`` and spaces are None.
     """
     with RecordingReader(directory) as reader:
         writers = reader.writers
@@ -98,8 +118,18 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
                          "sub_env": ep.sub_env, "writer": number[ep.writer]})
         obs_space, act_space = reader.observation_space, reader.action_space
         env_id = reader.env_id
-    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None],
-                       dtype=float)
+        spaces = [_writer_spaces(w) for w in writers]
+    writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
+                    "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
+                    "vector": w["manifest"].get("vector") if not w["legacy"] else None}
+                   for w in writers]
+    envs = group_envs(rows, [{**w, "observation_space": o, "action_space": a}
+                             for w, (o, a) in zip(writer_rows, spaces)])
+    for r in rows:
+        r["env_id"] = writers[r["writer"]]["env_id"]
+    if len(envs) > 1:  # several envs: no single env id or spaces for the whole directory
+        env_id = obs_space = act_space = None
+    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None], dtype=float)
     return {
         "directory": os.fspath(directory),
         "env_id": env_id,
@@ -112,10 +142,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "total_reward_min": float(returns.min()) if returns.size else None,
         "total_reward_max": float(returns.max()) if returns.size else None,
         "ends": dict(sorted(ends.items())),
-        "writers": [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
-                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
-                     "vector": w["manifest"].get("vector") if not w["legacy"] else None}
-                    for w in writers],
+        "writers": writer_rows,
+        "envs": envs,
         "episode_table": rows,
     }
 
@@ -145,7 +173,7 @@ def _as_array(name: str, leaf: Any) -> np.ndarray:
 
 
 def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], *,
-               compress: bool = False) -> dict[str, Any]:
+               compress: bool = False, env_id: str | None = None) -> dict[str, Any]:
     """Writes every episode of a recording, concatenated, into one ``.npz`` file.
 
     With E episodes of N_0, ..., N_{E-1} steps and S = sum(N_i) steps in all, the file holds:
@@ -172,6 +200,8 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
         directory: the recording directory.
         path: the output file (``.npz`` is appended by numpy if missing).
         compress: use ``np.savez_compressed``.
+        env_id: export only the episodes of this env; required when the directory holds
+            several envs.
 
     Returns:
         ``{"path": ..., "episodes": E, "steps": S, "arrays": {name: [shape, dtype str]}}``.
@@ -184,7 +214,17 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     act_parts: dict[str, list[Any]] = {}
     rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
     with RecordingReader(directory) as reader:
+        ids = list(dict.fromkeys(w["env_id"] for w in reader.writers))
+        if env_id is None and len(ids) > 1:
+            raise ExportError(f"{os.fspath(directory)} holds episodes of {len(ids)} envs "
+                              f"({', '.join(map(str, ids))}); choose one with --env ID "
+                              "(env_id=...)")
+        if env_id is not None and env_id not in ids:
+            raise ExportError(f"{os.fspath(directory)} holds no episodes of env {env_id!r} "
+                              f"(it holds {', '.join(map(str, ids))})")
         for ep in reader:
+            if env_id is not None and ep.env_id != env_id:
+                continue
             for parts, tree, prefix in ((obs_parts, ep.observations, "observations"),
                                         (act_parts, ep.actions, "actions")):
                 leaves = dict(flatten_tree(tree, prefix))
@@ -254,13 +294,34 @@ def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    x = np.array([r["index"] for r in rows])
-    returns = np.array([np.nan if r["total_reward"] is None else r["total_reward"]
-                        for r in rows], float)
-    lengths = np.array([r["length"] for r in rows])
     fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
     FigureCanvasAgg(fig)
     ax_ret, ax_len = fig.subplots(2, 1, sharex=True)
+    ids = list(dict.fromkeys(r.get("env_id") for r in rows))
+    if len(ids) > 1:  # several envs: one series per env, over the episode index
+        for env_id in ids:
+            mine = [r for r in rows if r.get("env_id") == env_id]
+            x = np.array([r["index"] for r in mine])
+            label = env_id if isinstance(env_id, str) else "(no env id)"
+            ax_ret.plot(x, [np.nan if r["total_reward"] is None else r["total_reward"] for r in mine],
+                        marker="o" if len(mine) <= 50 else None, markersize=3, linewidth=1,
+                        label=label)
+            ax_len.plot(x, [r["length"] for r in mine], marker="o" if len(mine) <= 50 else None,
+                        markersize=3, linewidth=1, label=label)
+        ax_ret.legend(loc="best")
+        ax_ret.set_ylabel("episode return")
+        ax_len.set_ylabel("episode length (steps)")
+        ax_len.set_xlabel("episode")
+        for ax in (ax_ret, ax_len):
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(f"{len(ids)} envs: return and length of {len(rows)} episodes "
+                     f"({summary['steps']:,} steps)")
+        fig.tight_layout()
+        fig.savefig(os.fspath(path), dpi=dpi)
+        return
+    x = np.array([r["index"] for r in rows])
+    returns = np.array([np.nan if r["total_reward"] is None else r["total_reward"] for r in rows], float)
+    lengths = np.array([r["length"] for r in rows])
     marker = "o" if len(rows) <= 50 else None
     ax_ret.plot(x, returns, marker=marker, markersize=3, linewidth=1, label="return")
     window = max(len(rows) // 20, 1)

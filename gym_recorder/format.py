@@ -56,7 +56,16 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
     "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
     "writer": {"library": ..., "library_version": ..., "hostname": ..., "pid": ...}
     "env_id": "CartPole-v1" or null      the id of the env's spec, when it has one
-    "env_spec": {...} or null             {"id", "kwargs", "max_episode_steps"} when JSON-encodable
+    "env_spec": {...} or null             the env's spec: "id", "kwargs", "max_episode_steps", and
+                                          (newer writers; readers MUST NOT require them) the
+                                          rest of gymnasium's EnvSpec.to_json() with
+                                          "additional_wrappers" [{"name", "entry_point", "kwargs"
+                                          (null: not recordable)}], "missing_kwargs" {name: repr}
+                                          for kwargs JSON cannot hold, "module" (the entry point's
+                                          module), "imports" (modules the recording process
+                                          imported for the env). Kwargs MAY hold
+                                          {"__numpy__": DTYPE, "shape", "value"} and
+                                          {"__space__": SPACE} for numpy values and spaces
     "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
     "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
     "batches": [BATCH, ...]                in commit order
@@ -81,7 +90,9 @@ An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
 "episodes": [ENTRY, ...], "header": HEADER}``. HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
 vector), so that a lost manifest can be rebuilt from the batch files alone; readers use the
-manifest's copy. Each ENTRY is one episode, or one part of an episode::
+manifest's copy. When that header is longer than 4096 bytes of JSON, only the writer's first
+batch (``first`` == 0) holds it whole; later batches leave out each field whose JSON is longer
+than 1024 bytes (e.g. a large space), so that a space is described once per writer, not per batch. Each ENTRY is one episode, or one part of an episode::
 
     "index": int            entry index (first + position in the batch)
     "episode": int          the writer's episode number (parts of one episode share it)
@@ -214,7 +225,12 @@ dtype excepted): then the whole column of that batch, in every entry of the batc
 not by value: a float64 ``0.5`` widens a float32 leaf although float32 holds 0.5. The next batch
 starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
 an episode's leaf in ``np.result_type`` of its parts' dtypes when they are all numbers (kinds b,
-i, u, f, c), or all U, or all S, and MUST refuse other mixes. Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
+i, u, f, c), or all U, or all S, and MUST refuse other mixes.
+A value outside the space's shape (a Box leaf of another shape) makes the writer store that
+array leaf as ``{"__type": "values", ...}`` (one VALUE a row, each with its own shape and
+dtype) in that batch and all later ones of the writer; readers MUST accept either form for array
+leaves and give such a leaf back as a list of its rows (also for an episode whose earlier parts
+stored it as an ARRAY). Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
 ``stack``); Graph rows as GraphInstance; OneOf rows as ``(index, value)`` tuples.
 
 Infos (INFOS)
@@ -240,7 +256,9 @@ Readers MUST ignore keys of a SPACE they do not know (later versions of this wri
 ``low <= high``), ``Discrete`` (``n`` >= 1, ``start``, and ``dtype``: the dtype of its leaf's
 arrays, ``<i8`` when absent),
 ``MultiDiscrete`` (``nvec``, ``start``, ``dtype``), ``MultiBinary`` (``n``), ``Text``
-(``min_length``, ``max_length``, ``charset``: a string), ``Dict`` (``spaces``: [[key, SPACE], ...]),
+(``min_length``, ``max_length``, and ``charset``: a string, or for a charset of more than 256
+characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
+``[[first, last], ...]``), ``Dict`` (``spaces``: [[key, SPACE], ...]),
 ``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
 (``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
 (``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.

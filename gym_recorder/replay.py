@@ -1,6 +1,7 @@
 """Driving environments for the command line: record with a policy, and replay a recording.
 
-:func:`record_env` runs a policy (random by default) in a registered env under a
+:func:`record_env` (now in :mod:`gym_recorder.record`, still importable here) runs a policy
+(random by default) in a registered env under a
 :class:`~gym_recorder.RecordingWrapper` (or, with ``num_envs``, a vector env under a
 ``RecordingVectorWrapper``). :func:`replay_recording` re-runs the recorded env with the recorded
 seeds, reset options and actions, and compares what the env returns with the recording: a
@@ -26,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .envspec import (MAKE_VEC_ARGUMENTS, USER_MODULES, EnvRebuilder, SpecError,
+                      import_modules)
 from .errors import RecorderError
 from .reader import RecordingReader
 
@@ -47,8 +50,6 @@ __all__ = [
 SAMPLE_ENVS_NAMESPACE = "sample_envs/"
 
 
-# Keys of a vector env's spec kwargs that are gymnasium.make_vec's own arguments.
-MAKE_VEC_ARGUMENTS = ("num_envs", "vector_kwargs", "wrappers")
 # Vector envs whose sub-envs are independent gymnasium.make envs (a native vector_entry_point
 # env is one implementation of all sub-envs at once, with its own random streams).
 REPLAYABLE_VECTORIZATION_MODES = ("sync", "async")
@@ -85,6 +86,9 @@ def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *,
     import gymnasium as gym
 
     _import_env_package(env_id)
+    module, sep, _ = env_id.partition(":")
+    if sep and module not in USER_MODULES:
+        USER_MODULES.append(module)  # (gymnasium imports it; recordings name it for replay)
     kwargs = dict(kwargs or {})
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
@@ -138,158 +142,6 @@ def load_policy(spec: str) -> Callable[[Any], Any]:
     if not callable(obj):
         raise ReplayError(f"policy {spec!r} is not callable")
     return obj
-
-
-# -- recording ---------------------------------------------------------------------------------
-
-@dataclass
-class RecordStatus:
-    """Progress of :func:`record_env`.
-
-    Attributes:
-        episodes: episodes that ended (terminated or truncated) so far.
-        steps: transitions recorded so far (for a vector env, summed over its sub-envs).
-        directory: the recording directory.
-        prefix: the writer's file prefix.
-        interrupted: True if ``should_stop`` stopped the run early.
-        unfinished: episodes still running when the run stopped (recorded with ``end ==
-            "close"``).
-    """
-
-    episodes: int = 0
-    steps: int = 0
-    unfinished: int = 0
-    directory: str = ""
-    prefix: str = ""
-    interrupted: bool = False
-
-
-def writer_bytes(directory: str | os.PathLike, prefix: str) -> int:
-    """Bytes on disk of the files of one writer (those whose name starts with its prefix)."""
-    start = prefix + "."
-    with os.scandir(directory) as it:
-        return sum(e.stat(follow_symlinks=False).st_size for e in it
-                   if e.name.startswith(start) and e.is_file(follow_symlinks=False))
-
-
-def record_env(env_id: str, directory: str | os.PathLike, *,
-               policy: Callable[[Any], Any] | None = None,
-               episodes: int | None = None, steps: int | None = None,
-               seed: int | None = None, num_envs: int | None = None,
-               env_kwargs: Mapping[str, Any] | None = None,
-               recorder_kwargs: Mapping[str, Any] | None = None,
-               on_step: Callable[[RecordStatus], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> RecordStatus:
-    """Records a registered env driven by a policy until enough episodes or steps are done.
-
-    The first reset gets ``seed`` and later resets none, so that a replay reproduces the run;
-    the random policy samples the action space seeded with ``seed`` as well. With ``steps``, the
-    run stops after that many transitions and the open episode ends with ``end == "close"``.
-    The recorder is closed in every case (also on an exception), keeping what was recorded.
-
-    Args:
-        env_id: a registered env id (see :func:`make_env`).
-        directory: the recording directory.
-        policy: called with an observation, returns an action; None samples the action space.
-            For a vector env it gets and returns batches.
-        episodes: stop once this many episodes ended (over all sub-envs of a vector env).
-        steps: stop after this many transitions (for a vector env, summed over its sub-envs).
-        seed: the seed of the first reset and of the random policy.
-        num_envs: record a synchronous vector env of this many copies.
-        env_kwargs: keyword arguments for the env.
-        recorder_kwargs: keyword arguments for the recording wrapper.
-        on_step: called after every step with the running status.
-        should_stop: polled before every step; returning True ends the run early (for Ctrl-C).
-
-    Returns:
-        The final status.
-
-    Raises:
-        ReplayError: if the env cannot be made.
-        ValueError: if neither or both of ``episodes`` and ``steps`` are given, or one is < 1.
-    """
-    if (episodes is None) == (steps is None):
-        raise ValueError("give exactly one of episodes and steps")
-    limit = episodes if episodes is not None else steps
-    if type(limit) is not int or limit < 1:
-        raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
-    env = make_env(env_id, env_kwargs, num_envs=num_envs)
-    try:
-        if num_envs is None:
-            from .wrapper import RecordingWrapper
-            rec = RecordingWrapper(env, directory, **dict(recorder_kwargs or {}))
-        else:
-            from .vector import RecordingVectorWrapper
-            rec = RecordingVectorWrapper(env, directory, **dict(recorder_kwargs or {}))
-    except BaseException:
-        env.close()
-        raise
-    status = RecordStatus(directory=os.fspath(directory), prefix=rec.file_prefix)
-    try:
-        if policy is None:
-            rec.action_space.seed(seed)
-            space = rec.action_space
-            policy = lambda obs: space.sample()  # noqa: E731
-        if num_envs is None:
-            _run_single(rec, policy, episodes, steps, seed, status, on_step, should_stop)
-        else:
-            _run_vector(rec, policy, episodes, steps, seed, status, on_step, should_stop)
-    finally:
-        rec.close()
-    return status
-
-
-def _run_single(rec: Any, policy: Callable, episodes: int | None, steps: int | None,
-                seed: int | None, status: RecordStatus, on_step: Callable | None,
-                should_stop: Callable | None) -> None:
-    obs, _ = rec.reset(seed=seed)
-    status.unfinished = 1
-    while True:
-        if should_stop is not None and should_stop():
-            status.interrupted = True
-            return
-        obs, _, terminated, truncated, _ = rec.step(policy(obs))
-        status.steps += 1
-        ended = terminated or truncated
-        status.episodes += bool(ended)
-        if on_step is not None:
-            on_step(status)
-        if (steps is not None and status.steps >= steps) or (
-                episodes is not None and status.episodes >= episodes):
-            status.unfinished = int(not ended)
-            return
-        if ended:
-            obs, _ = rec.reset()
-
-
-def _run_vector(rec: Any, policy: Callable, episodes: int | None, steps: int | None,
-                seed: int | None, status: RecordStatus, on_step: Callable | None,
-                should_stop: Callable | None) -> None:
-    num_envs = rec.num_envs
-    mode = rec.metadata.get("autoreset_mode")
-    next_step = getattr(mode, "name", mode) in (None, "NEXT_STEP", "NextStep")
-    resetting = np.zeros(num_envs, dtype=bool)  # sub-envs whose next step is an autoreset
-    obs, _ = rec.reset(seed=seed)
-    status.unfinished = num_envs
-    while True:
-        if should_stop is not None and should_stop():
-            status.interrupted = True
-            return
-        obs, _, terminated, truncated, _ = rec.step(policy(obs))
-        ended = np.logical_or(terminated, truncated)
-        if next_step:
-            ended &= ~resetting
-            status.steps += int(num_envs - resetting.sum())
-            resetting = ended
-        else:
-            status.steps += num_envs
-        status.episodes += int(ended.sum())
-        status.unfinished = num_envs - int(ended.sum())
-        if on_step is not None:
-            on_step(status)
-        if (steps is not None and status.steps >= steps) or (
-                episodes is not None and status.episodes >= episodes):
-            return
 
 
 # -- replaying ---------------------------------------------------------------------------------
@@ -413,19 +265,27 @@ class _Stream:
         self.env.close()
 
 
-def _env_factory(manifest: Mapping[str, Any], render: bool) -> tuple[str | None, Callable | None,
-                                                                       str]:
+def _env_factory(manifest: Mapping[str, Any], render: bool,
+                 env_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None,
+                                                                      Callable | None, str]:
     """How to make the env of one writer: (env_id, factory, reason when impossible).
 
-    For a vector writer, the spec's kwargs are ``gymnasium.make_vec``'s: its own arguments are
-    dropped and each sub-env is replayed by a single env made with the rest.
+    The env is ``gymnasium.make(env_id, **kwargs)`` with the recorded kwargs (``env_kwargs``
+    fill in and override them), wrapped in the recorded ``additional_wrappers`` (see
+    :mod:`gym_recorder.envspec`). For a vector writer, the spec's kwargs are
+    ``gymnasium.make_vec``'s: its own arguments are dropped and each sub-env is replayed by a
+    single env made with the rest.
     """
     env_id = manifest.get("env_id")
     if not isinstance(env_id, str):
         return None, None, "the recording has no env id (the env had no spec)"
     spec = manifest.get("env_spec") if isinstance(manifest.get("env_spec"), dict) else {}
-    kwargs = dict(spec.get("kwargs") if isinstance(spec.get("kwargs"), dict) else {})
-    if manifest.get("vector") is not None:
+    vector = manifest.get("vector") is not None
+    rebuild = EnvRebuilder(spec, env_kwargs, vector=vector)
+    if rebuild.problem:
+        return None, None, rebuild.problem
+    kwargs = dict(rebuild.kwargs)
+    if vector:
         mode = kwargs.pop("vectorization_mode", None)
         for key in MAKE_VEC_ARGUMENTS:
             kwargs.pop(key, None)
@@ -439,7 +299,20 @@ def _env_factory(manifest: Mapping[str, Any], render: bool) -> tuple[str | None,
     max_steps = spec.get("max_episode_steps")
     if type(max_steps) is int and "max_episode_steps" not in kwargs:
         kwargs["max_episode_steps"] = max_steps
-    return env_id, (lambda: make_env(env_id, kwargs)), ""
+
+    def factory() -> Any:
+        try:
+            rebuild.ensure_registered(env_id)
+        except SpecError as e:
+            raise ReplayError(str(e)) from e
+        env = make_env(env_id, kwargs)
+        try:
+            return rebuild.wrap(env)
+        except SpecError as e:
+            env.close()
+            raise ReplayError(str(e)) from e
+
+    return env_id, factory, ""
 
 
 def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[int]:
@@ -464,7 +337,8 @@ def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[in
 
 
 def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | None = None,
-                     render: bool = False) -> Iterator[EpisodeCheck]:
+                     render: bool = False, env_kwargs: Mapping[str, Any] | None = None,
+                     imports: Collection[str] = ()) -> Iterator[EpisodeCheck]:
     """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
 
     For each stream (a writer's episodes of one sub-env, in order) a fresh env is made with
@@ -482,6 +356,8 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         only: check just these episode indices (earlier episodes of their streams are replayed as
             far back as needed to reach a seeded reset, but not reported).
         render: make the env with ``render_mode="rgb_array"`` and return the frames.
+        env_kwargs: env kwargs that fill in those the recording could not keep (or override).
+        imports: modules to import first (packages that register envs or define wrappers).
 
     Yields:
         One :class:`EpisodeCheck` per episode (per episode in ``only``), in reader order.
@@ -491,6 +367,10 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         FormatError: if the recording is malformed.
         IndexError: if an index in ``only`` is out of range.
     """
+    try:
+        import_modules(list(imports))
+    except ImportError as e:
+        raise ReplayError(str(e)) from e
     with RecordingReader(directory) as reader:
         count = len(reader)
         targets: set[int] | None = None
@@ -508,10 +388,18 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         writers = {w["prefix"]: w for w in reader.writers}
         factories: dict[str, tuple] = {}
         streams: dict[tuple, _Stream] = {}
+        whole: dict[int, EpisodeCheck] = {}  # checks of native vector writers, replayed whole
         try:
             for i in indices:
                 ep = reader[i]
-                check = _replay_one(ep, writers[ep.writer], factories, streams, render)
+                if _native_vector(writers[ep.writer]):
+                    if i not in whole:
+                        whole.update(_replay_whole_vector(reader, writers[ep.writer], render,
+                                                          env_kwargs))
+                    check = whole[i]
+                else:
+                    check = _replay_one(ep, writers[ep.writer], factories, streams, render,
+                                        env_kwargs)
                 if targets is None or i in targets:
                     yield check
         finally:
@@ -519,8 +407,60 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
                 s.close()
 
 
+def _native_vector(writer: Mapping[str, Any]) -> bool:
+    """True for a vector writer whose env was its own vector implementation (make_vec's
+    ``vector_entry_point`` mode): it is replayed whole (see :mod:`gym_recorder.vector_replay`)."""
+    manifest = writer.get("manifest") or {}
+    spec = manifest.get("env_spec")
+    return (not writer.get("legacy") and manifest.get("vector") is not None
+            and isinstance(spec, dict) and isinstance(spec.get("kwargs"), dict)
+            and spec["kwargs"].get("vectorization_mode") == "vector_entry_point")
+
+
+def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], render: bool,
+                         env_kwargs: Mapping[str, Any] | None) -> dict[int, EpisodeCheck]:
+    import gymnasium as gym
+
+    from .vector_replay import replay_vector_writer
+
+    prefix = writer["prefix"]
+    episodes = [ep for ep in (reader[j] for j in range(len(reader))) if ep.writer == prefix]
+    manifest = writer["manifest"]
+    env_id = manifest.get("env_id")
+    rebuild = EnvRebuilder(manifest["env_spec"], env_kwargs, vector=True)
+
+    def check(ep: Any, status: str, step: int | None, message: str, frames: list | None,
+              fps: Any) -> EpisodeCheck:
+        fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+        return EpisodeCheck(ep.index, ep.writer, ep.sub_env, ep.length, status, step, message,
+                            frames, fps)
+
+    if rebuild.problem or not isinstance(env_id, str):
+        reason = rebuild.problem or "the recording has no env id"
+        return {ep.index: check(ep, "skipped", None, reason, None, None) for ep in episodes}
+    kwargs = {k: v for k, v in rebuild.kwargs.items()
+              if k not in MAKE_VEC_ARGUMENTS and k != "vectorization_mode"}
+    if render:
+        kwargs["render_mode"] = "rgb_array"
+    elif kwargs.get("render_mode") == "human":
+        del kwargs["render_mode"]
+
+    def make(num_envs: int, kw: dict) -> Any:
+        try:
+            rebuild.ensure_registered(env_id)
+            return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+                                **kw)
+        except SpecError as e:
+            raise ReplayError(str(e)) from e
+        except (gym.error.Error, ImportError, TypeError, ValueError) as e:
+            raise ReplayError(f"cannot make vector env {env_id!r}: {e}") from e
+
+    return replay_vector_writer(episodes, manifest, kwargs, render, make, _row,
+                                first_difference, check)
+
+
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: dict,
-                render: bool) -> EpisodeCheck:
+                render: bool, env_kwargs: Mapping[str, Any] | None = None) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
                frames: list | None = None) -> EpisodeCheck:
         fps = None
@@ -535,7 +475,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
     if writer.get("legacy"):
         return result("skipped", message="gym-recording (legacy) episode: no env id or seeds")
     if ep.writer not in factories:
-        factories[ep.writer] = _env_factory(writer["manifest"], render)
+        factories[ep.writer] = _env_factory(writer["manifest"], render, env_kwargs)
     env_id, factory, reason = factories[ep.writer]
     if factory is None:
         return result("skipped", message=reason)
@@ -600,7 +540,9 @@ def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     return check
 
 
-def replay_frames(directory: str | os.PathLike, index: int) -> EpisodeCheck:
+def replay_frames(directory: str | os.PathLike, index: int, *,
+                  env_kwargs: Mapping[str, Any] | None = None,
+                  imports: Collection[str] = ()) -> EpisodeCheck:
     """Renders one episode by replaying it with ``render_mode="rgb_array"``.
 
     Returns:
@@ -610,10 +552,15 @@ def replay_frames(directory: str | os.PathLike, index: int) -> EpisodeCheck:
     Raises:
         ReplayError: if the episode cannot be replayed or the env renders no frames.
     """
-    check = next(iter(replay_recording(directory, only=[index], render=True)))
+    check = next(iter(replay_recording(directory, only=[index], render=True,
+                                       env_kwargs=env_kwargs, imports=imports)))
     if check.status == "skipped":
         raise ReplayError(f"episode {check.index} cannot be replayed: {check.message}")
     frames = check.frames or []
     if not frames or not all(isinstance(f, np.ndarray) and f.ndim == 3 for f in frames):
         raise ReplayError(f"episode {check.index}: the env rendered no rgb_array frames")
     return check
+
+
+# Recording moved to gym_recorder.record; these names stay importable from here.
+from .record import RecordStatus, record_env, writer_bytes  # noqa: E402,F401

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -48,9 +49,14 @@ def _finish(buffer: Any, writer: BatchWriter, end_all: Callable[[str], None]) ->
 class RecordingSession:
     """Owns a wrapper's buffer and batch writer; decides when buffered steps are committed.
 
+    After ``os.fork()`` the child's sessions drop what the parent buffered (the parent writes
+    it) and no longer wait for the parent's writer thread at exit; a child that records again
+    gets a writer of its own, with a new prefix, at its first commit (see :meth:`renew`).
+
     Args:
         owner: the wrapper; when it is garbage-collected unclosed, or at interpreter exit,
-            whatever is buffered is still written.
+            whatever is buffered is still written. After a fork (or for a copy) its
+            ``_renewed()`` method, if it has one, is called.
         buffer: the step buffer (``take()``, ``observe_batch_bytes()``).
         end_all: ends every open episode with the given reason (the buffer's own method).
         directory: the recording directory, as the user gave it.
@@ -60,10 +66,11 @@ class RecordingSession:
         file_prefix: the writer's prefix, or None for a unique one.
         flush_interval: seconds between commits at the latest, or None.
         fsync: make every batch durable before committing it.
+        lazy: make the writer at the first commit, not now (for copies).
 
     Attributes:
         buffer: the step buffer.
-        writer: the batch writer.
+        writer: the batch writer (None until the first commit of a lazy session).
         deadline: ``time.monotonic()`` value at which buffered steps are due for a commit.
         closed: True once :meth:`close` was called.
     """
@@ -71,17 +78,60 @@ class RecordingSession:
     def __init__(self, owner: Any, buffer: Any, end_all: Callable[[str], None],
                  directory: str | os.PathLike, header: dict, obs_layout: Layout,
                  act_layout: Layout, *, file_prefix: str | None, flush_interval: float | None,
-                 fsync: bool) -> None:
+                 fsync: bool, lazy: bool = False) -> None:
         self.buffer = buffer
         self._end_all = end_all
+        self._owner = weakref.ref(owner)
         # Resolved now, so that a later chdir of the process cannot split the recording.
-        self.writer = BatchWriter(os.path.abspath(os.fspath(directory)), file_prefix, header,
-                                  obs_layout, act_layout, fsync=fsync,
-                                  on_batch_written=buffer.observe_batch_bytes)
+        self._writer_args = (os.path.abspath(os.fspath(directory)), header, obs_layout,
+                             act_layout, fsync)
+        self.writer: BatchWriter | None = None
+        self._finalizer: Any = None
+        if not lazy:
+            self._new_writer(file_prefix)
         self._interval = math.inf if flush_interval is None else float(flush_interval)
         self.deadline = time.monotonic() + self._interval
         self.closed = False
-        self._finalizer = weakref.finalize(owner, _finish, buffer, self.writer, end_all)
+        _LIVE.add(self)
+
+    def _new_writer(self, prefix: str | None) -> BatchWriter:
+        directory, header, obs_layout, act_layout, fsync = self._writer_args
+        writer = BatchWriter(directory, prefix, header, obs_layout, act_layout, fsync=fsync,
+                             on_batch_written=self.buffer.observe_batch_bytes)
+        self.writer = writer
+        key = (directory, repr(header.get("env_id")))
+        if key not in _CHECKED_ENVS:  # (once per directory and env in a process)
+            from .envgroups import warn_if_other_envs
+            from .format import manifest_name
+
+            _CHECKED_ENVS.add(key)
+            warn_if_other_envs(directory, header.get("env_id"), manifest_name(writer.prefix))
+        owner = self._owner()
+        if owner is not None:
+            self._finalizer = weakref.finalize(owner, _finish, self.buffer, writer,
+                                               self._end_all)
+        return writer
+
+    @property
+    def prefix(self) -> str:
+        """The writer's prefix (a lazy session makes its writer now)."""
+        return (self.writer or self._new_writer(None)).prefix
+
+    def renew(self) -> None:
+        """Forgets the writer and what is buffered; a new writer (new prefix) is made at the
+        next commit. Used in a forked child, whose parent owns both."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self.writer = None
+        discard = getattr(self.buffer, "discard", None)
+        owner = self._owner()
+        renewed = getattr(owner, "_renewed", None)
+        if discard is None or renewed is None:
+            self.closed = True  # (a wrapper that cannot start over: it is closed in the child)
+            return
+        discard()
+        renewed()
 
     def due(self) -> bool:
         """True when the flush interval has passed since the last commit."""
@@ -96,7 +146,7 @@ class RecordingSession:
         self.deadline = time.monotonic() + self._interval
         batch = self.buffer.take()
         if batch is not None:
-            self.writer.submit(batch)
+            (self.writer or self._new_writer(None)).submit(batch)
 
     def _commit_keeping(self) -> None:
         try:
@@ -114,7 +164,8 @@ class RecordingSession:
         if self.closed:
             raise RecordingClosedError(f"flush() on a closed {what}")
         self._commit_keeping()
-        self.writer.flush()
+        if self.writer is not None:
+            self.writer.flush()
 
     def close(self) -> None:
         """Ends open episodes (``end == "close"``) and writes everything; calling it again
@@ -125,7 +176,30 @@ class RecordingSession:
         """
         if not self.closed:
             self.closed = True
-            self._finalizer.detach()
+            if self._finalizer is not None:
+                self._finalizer.detach()
             self._end_all("close")
             self._commit_keeping()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+# (directory, env id) pairs this process has checked for recordings of other envs.
+_CHECKED_ENVS: set[tuple[str, str]] = set()
+
+# Every session not yet collected, for the fork handler.
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: the parent's writer threads do not exist here, and what the parent
+    buffered is the parent's to write. Every session starts over (see RecordingSession.renew)."""
+    from . import writer as writer_module
+
+    writer_module._counter_lock = threading.Lock()  # (it may have been held by another thread)
+    for session in list(_LIVE):
+        session.renew()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

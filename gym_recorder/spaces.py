@@ -22,6 +22,13 @@ from .format import MAX_NESTING, decode_value, parse_dtype
 # cannot exhaust memory. A 4K RGB uint8 frame is 24.9 MB, a 1080p RGB float32 one 24.9 MB.
 MAX_BOX_BOUND_BYTES = 1 << 26
 
+# A Text charset of at most this many characters is described as a string (as format version 1
+# always did); a larger one as code-point ranges.
+MAX_CHARSET_STRING = 256
+# Every Unicode code point, at most.
+MAX_CODE_POINT = 0x10FFFF
+MAX_CHARSET_CHARS = MAX_CODE_POINT + 1
+
 __all__ = ["describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
            "TupleNode"]
 
@@ -58,9 +65,14 @@ def describe_space(space: gym.Space | None) -> dict:
         n = space.n
         return {"type": "MultiBinary", "n": [int(x) for x in n] if isinstance(n, (tuple, list, np.ndarray)) else int(n)}
     if isinstance(space, spaces.Text):
-        return {"type": "Text", "min_length": int(space.min_length),
-                "max_length": int(space.max_length),
-                "charset": "".join(sorted(space.character_set))}
+        out = {"type": "Text", "min_length": int(space.min_length),
+               "max_length": int(space.max_length)}
+        chars = sorted(space.character_set)
+        if len(chars) <= MAX_CHARSET_STRING:
+            out["charset"] = "".join(chars)
+        else:
+            out["charset_ranges"] = charset_ranges(chars)
+        return out
     if isinstance(space, spaces.Dict):
         return {"type": "Dict", "spaces": [[k, describe_space(s)] for k, s in space.spaces.items()]}
     if isinstance(space, spaces.Tuple):
@@ -76,6 +88,39 @@ def describe_space(space: gym.Space | None) -> dict:
     cls = type(space)
     return {"type": "unknown", "class": f"{cls.__module__}.{cls.__qualname__}",
             "repr": repr(space)[:1000]}
+
+
+def charset_ranges(chars: list[str]) -> list[list[int]]:
+    """Sorted characters as inclusive code-point ranges: ``[[first, last], ...]``."""
+    out: list[list[int]] = []
+    for c in chars:
+        cp = ord(c)
+        if out and out[-1][1] + 1 == cp:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp])
+    return out
+
+
+def _charset(desc: dict, where: str) -> str:
+    """A Text space's charset from ``charset`` (a string) or ``charset_ranges``."""
+    if "charset_ranges" not in desc:
+        return _get(desc, "charset", str, where)
+    ranges = desc["charset_ranges"]
+    if not isinstance(ranges, list) or len(ranges) > MAX_CHARSET_CHARS:
+        raise FormatError(f"{where}: charset_ranges must be a list of [first, last] pairs")
+    total = 0
+    prev = -1
+    for r in ranges:
+        if not (isinstance(r, list) and len(r) == 2 and all(type(x) is int for x in r)
+                and prev < r[0] <= r[1] <= MAX_CODE_POINT):
+            raise FormatError(f"{where}: bad charset range {r!r} (ascending, disjoint code "
+                              "points)")
+        total += r[1] - r[0] + 1
+        prev = r[1]
+    if total > MAX_CHARSET_CHARS:
+        raise FormatError(f"{where}: a charset of {total} characters is too large to rebuild")
+    return "".join(chr(cp) for a, b in ranges for cp in range(a, b + 1))
 
 
 def _get(desc: dict, key: str, types: type | tuple, where: str) -> Any:
@@ -152,7 +197,7 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space | 
         if kind == "Text":
             return spaces.Text(_get(desc, "max_length", int, where),
                                min_length=_get(desc, "min_length", int, where),
-                               charset=_get(desc, "charset", str, where))
+                               charset=_charset(desc, where))
         if kind == "Dict":
             pairs = _get(desc, "spaces", list, where)
             if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
@@ -286,6 +331,23 @@ class Layout:
             raise FormatError(f"{where}: unknown space type {kind!r}")
         self.leaves.append(leaf)
         return leaf
+
+    def leaf_paths(self) -> list[str]:
+        """Each leaf's path in the space, in leaf order: ``""``, ``"['position']"``, ``"[0]"``."""
+        out: list[str] = []
+
+        def walk(node: Any, path: str) -> None:
+            if isinstance(node, DictNode):
+                for key, child in zip(node.keys, node.children):
+                    walk(child, f"{path}[{key!r}]")
+            elif isinstance(node, TupleNode):
+                for i, child in enumerate(node.children):
+                    walk(child, f"{path}[{i}]")
+            else:
+                out.append(path)
+
+        walk(self.root, "")
+        return out
 
     def flattener(self):
         """Returns a function mapping one value of the space to the list of its leaf values."""

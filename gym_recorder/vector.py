@@ -733,7 +733,7 @@ class RecordingVectorWrapper(VectorWrapper):
     @property
     def file_prefix(self) -> str:
         """This writer's file prefix."""
-        return self._session.writer.prefix
+        return self._session.prefix
 
     @property
     def autoreset_mode(self) -> str:

@@ -26,7 +26,8 @@ from ._version import __version__
 from . import format
 from .batchqueue import BatchQueue
 from .buffer import Batch
-from .errors import RecorderError, RecordingClosedError, UnsupportedValueError, WriteError
+from .errors import (RecorderError, RecordingClosedError, UnsupportedValueError, WriteError,
+                     write_error)
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
                      check_prefix, dumps, encode_value, manifest_name)
 from .spaces import DictNode, Layout, TupleNode
@@ -51,6 +52,9 @@ MAX_PACKED_ALIGN = 64
 SMALL_WRITE_BYTES = 1 << 16
 SMALL_WRITE_CHUNK = 1 << 20
 _ZEROS = bytes(ALIGNMENT)
+# Batch headers longer than this (bytes of JSON) carry the spaces in the first batch only.
+MAX_REPEATED_HEADER_BYTES = 4096
+MAX_REPEATED_FIELD_BYTES = 1024
 # An ARRAY reference as JSON text; dtype strings and file names are plain ASCII (no escaping).
 _REF_TEXT = ('{"__type":"ndarray","shape":[%s],"order":"C","dtype":"%s","npyfile":"%s",'
              '"npyoff":%d,"size":%d,"crc32":%d}')
@@ -339,6 +343,14 @@ class BatchWriter:
         self._batch_header = {k: v for k, v in self._manifest.items()
                               if k not in ("batches", "complete")}
         self._header_json = dumps(self._batch_header)
+        # A large header (big space descriptions, a big env spec) is written whole in the
+        # writer's first batch only; later batches leave out its fields of more than
+        # MAX_REPEATED_FIELD_BYTES (see "Batch" in the format specification).
+        self._later_header_json = self._header_json
+        if len(self._header_json) > MAX_REPEATED_HEADER_BYTES:
+            self._later_header_json = dumps({
+                k: v for k, v in self._batch_header.items()
+                if len(dumps(v)) <= MAX_REPEATED_FIELD_BYTES})
         self._obs_template = _tree_template(obs_layout)
         self._act_template = _tree_template(act_layout)
         self._next_entry = 0
@@ -354,6 +366,7 @@ class BatchWriter:
         self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
         self._error: BaseException | None = None
         self._error_path = ""
+        self._last_os_error: OSError | None = None  # its errno goes on later WriteErrors too
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
@@ -417,7 +430,7 @@ class BatchWriter:
         try:
             self._sync_all()
         except OSError as e:
-            raise WriteError(f"cannot fsync the recording in {self.directory}: {e}") from e
+            raise write_error(f"cannot fsync the recording in {self.directory}: {e}", e) from e
 
     def close(self) -> None:
         """Writes everything, marks the manifest complete, fsyncs, and stops the thread.
@@ -436,7 +449,7 @@ class BatchWriter:
             self._write_manifest()
             self._sync_all()
         except OSError as e:
-            raise WriteError(f"cannot write {self._manifest_path}: {e}") from e
+            raise write_error(f"cannot write {self._manifest_path}: {e}", e) from e
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -506,11 +519,13 @@ class BatchWriter:
             dropped, self._dropped_steps = self._dropped_steps, 0
             raise RecorderError(
                 f"a batch of {dropped} steps could not be encoded and was dropped: {error}") from error
+        if isinstance(error, OSError):
+            self._last_os_error = error
         cause = error if error is not None else "an earlier batch failed"
-        raise WriteError(
+        raise write_error(
             f"cannot write batch {self._error_path or self.prefix} in {self.directory}: {cause}; "
             f"{len(self._failed)} batch(es) with {steps} steps are kept in memory and will be "
-            "retried by flush() or close()") from error
+            "retried by flush() or close()", error or self._last_os_error) from error
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -533,7 +548,7 @@ class BatchWriter:
             dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
                    "first": first})[:-1],
             b',"episodes":[', ",".join(entries).encode("ascii"), b'],"header":',
-            self._header_json, b"}"])
+            self._header_json if first == 0 else self._later_header_json, b"}"])
         self._error_path = json_path
         with self._atomic(json_path, "wb") as f:
             f.write(doc)

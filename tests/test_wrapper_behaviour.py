@@ -136,6 +136,7 @@ class EndlessEnv(gym.Env):
 
 
 def test_steps_after_termination_without_reset(tmp_path):
+    """A step after the episode ended is the next episode's reset (the env reset itself)."""
     env = RecordingWrapper(EndlessEnv(), tmp_path)
     env.reset(seed=4)
     for t in range(1, 8):
@@ -143,19 +144,21 @@ def test_steps_after_termination_without_reset(tmp_path):
     env.close()
     with RecordingReader(tmp_path) as reader:
         eps = list(reader)
-    assert [len(ep) for ep in eps] == [3, 3, 1]
+    assert [len(ep) for ep in eps] == [3, 2, 0]
     assert [ep.end for ep in eps] == ["terminated", "terminated", "close"]
-    assert [ep.no_reset for ep in eps] == [False, True, True]
+    assert [ep.no_reset for ep in eps] == [False, False, False]
     assert [ep.seed for ep in eps] == [4, None, None]
-    # An episode without a reset starts from the previous episode's last observation.
-    assert_same(eps[1].observations, np.array([[3, 0], [4, 1], [5, 2], [6, 0]], np.float32))
-    assert_same(eps[2].observations, np.array([[6, 0], [7, 1]], np.float32))
-    assert eps[1].infos == [{}, {"t": 4}, {"t": 5}, {"t": 6}]
-    assert_same(eps[1].rewards, np.array([4.0, 5.0, 6.0]))
+    # The step after the end gives the new episode's first observation and info; its action
+    # and reward are not recorded.
+    assert_same(eps[1].observations, np.array([[4, 1], [5, 2], [6, 0]], np.float32))
+    assert_same(eps[2].observations, np.array([[7, 1]], np.float32))
+    assert eps[1].infos == [{"t": 4}, {"t": 5}, {"t": 6}]
+    assert_same(eps[1].actions, np.array([2, 0]))
+    assert_same(eps[1].rewards, np.array([5.0, 6.0]))
 
 
 def test_steps_without_reset_after_an_episode_cut_across_batches(tmp_path):
-    """The episode's last observation lies in an earlier batch than the next step."""
+    """The episode's end lies in an earlier batch than the step that starts the next one."""
     env = RecordingWrapper(EndlessEnv(), tmp_path, target_batch_bytes=60)
     env.reset(seed=0)
     for t in range(1, 11):
@@ -164,11 +167,8 @@ def test_steps_without_reset_after_an_episode_cut_across_batches(tmp_path):
     with RecordingReader(tmp_path) as reader:
         eps = list(reader)
         assert len(reader.writers) == 1 and reader.writers[0]["batches"] > 3
-    assert [len(ep) for ep in eps] == [3, 3, 3, 1]
-    for prev, ep in zip(eps, eps[1:]):
-        assert ep.no_reset
-        assert_same(ep.observations[0], prev.observations[-1])
-    assert_same(np.concatenate([eps[0].observations] + [ep.observations[1:] for ep in eps[1:]]),
+    assert [len(ep) for ep in eps] == [3, 2, 2, 0]
+    assert_same(np.concatenate([ep.observations for ep in eps]),
                 np.array([[0, -1]] + [[t, t % 3] for t in range(1, 11)], np.float32))
 
 

@@ -105,17 +105,25 @@ def new_env(directory):
 
 
 def play(env, seeds, errors):
-    """Plays whole episodes; WriteErrors from reset/step are collected, the episode goes on."""
+    """Plays whole episodes; WriteErrors from reset/step are collected, the call is repeated.
+
+    A reset() or step() that raises a WriteError did nothing (the env was not touched, nothing
+    was recorded): the call that met the error returned its result, recorded.
+    """
     for seed in seeds:
-        try:
-            env.reset(seed=seed)
-        except WriteError as e:
-            errors.append(e)
-        for t in range(LENGTH):
+        while True:
             try:
-                env.step(t % 4)
+                env.reset(seed=seed)
+                break
             except WriteError as e:
                 errors.append(e)
+        for t in range(LENGTH):
+            while True:
+                try:
+                    env.step(t % 4)
+                    break
+                except WriteError as e:
+                    errors.append(e)
 
 
 def assert_everything(directory, seeds):
@@ -238,3 +246,34 @@ def test_manifest_write_failure_commits_nothing_then_retries(tmp_path, monkeypat
     env.close()
     assert faults.raised >= 1
     assert_everything(tmp_path, [0, 1, 2])
+
+
+def test_write_error_carries_errno_and_agrees_with_what_the_caller_saw(tmp_path, monkeypatch):
+    """Issue 10.11: e.errno == ENOSPC; every returned step is recorded, no other step is."""
+    faults = Faults(monkeypatch)
+    env = new_env(tmp_path)
+    faults.bin_error = enospc()
+    errors = []
+    seeds = []
+    for seed in range(10, 20):
+        seeds.append(seed)
+        while True:
+            try:
+                env.reset(seed=seed)
+                break
+            except WriteError as e:
+                errors.append(e)
+        for t in range(LENGTH):
+            while True:
+                try:
+                    env.step(t % 4)
+                    break
+                except WriteError as e:  # raised before the env was stepped: call again
+                    errors.append(e)
+        if len(errors) >= 2:
+            break
+    assert errors and all(e.errno == errno.ENOSPC for e in errors)
+    faults.clear()
+    env.close()
+    # Every episode was stepped exactly LENGTH times by the caller, and is recorded so.
+    assert_everything(tmp_path, seeds)

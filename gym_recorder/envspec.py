@@ -1,0 +1,284 @@
+"""The env's spec in a recording: what is kept of it, and how replay makes the env again.
+
+The writer keeps the env's :class:`gymnasium.envs.registration.EnvSpec` as Gymnasium serialises
+it (``EnvSpec.to_json()``: id, kwargs, ``max_episode_steps``, the ``additional_wrappers`` applied
+around the registered env, ...). When some values are not JSON (a callable kwarg, a wrapper
+argument that is an object), everything else is kept, and the names (with a short ``repr``) of
+what was left out are listed under ``missing_kwargs``. The module that provides the env's entry
+point is kept too (``module``), so that an env registered by another package can be made again.
+
+Replay makes the env with ``gymnasium.make(id, **kwargs)`` and applies the recorded wrappers in
+order. A recording is untrusted: wrapper classes are loaded only from modules that are already
+imported (gymnasium's own wrappers, or modules named with ``--import``), never from a module
+named only by the recording; the env's own module is imported only when its id is not registered.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["capture_spec", "EnvRebuilder", "import_modules", "MAKE_VEC_ARGUMENTS"]
+
+# Keys of a vector env's spec kwargs that are gymnasium.make_vec's own arguments.
+MAKE_VEC_ARGUMENTS = ("num_envs", "vector_kwargs", "wrappers")
+# How much of a left-out value's repr is kept (to name it, not to rebuild it).
+REPR_CHARS = 200
+_MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# Modules whose wrappers replay may load without them being imported first.
+_TRUSTED_MODULES = ("gymnasium.", "gym_recorder.")
+
+
+class SpecError(Exception):
+    """Internal: the recorded spec cannot be turned into an env (the message says why)."""
+
+
+def _json_ok(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+# numpy values and spaces in kwargs are kept as tagged objects (small arrays only).
+MAX_ARRAY_ELEMENTS = 4096
+
+
+def _encode_arg(value: Any) -> Any:
+    """A kwarg as JSON: itself, or a tagged numpy value or space; raises TypeError otherwise."""
+    import gymnasium as gym
+    import numpy as np
+
+    from .spaces import describe_space
+
+    if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "biuf" and \
+            np.size(value) <= MAX_ARRAY_ELEMENTS:
+        out = {"__numpy__": value.dtype.str, "shape": list(np.shape(value)),
+               "value": np.asarray(value).tolist()}
+        json.dumps(out, allow_nan=False)
+        return out
+    if isinstance(value, gym.Space):
+        desc = describe_space(value)
+        if desc.get("type") == "unknown":
+            raise TypeError("unknown space")
+        return {"__space__": desc}
+    json.dumps(value, allow_nan=False)
+    return value
+
+
+def _decode_arg(value: Any) -> Any:
+    import numpy as np
+
+    from .format import parse_dtype
+    from .spaces import build_space
+
+    if isinstance(value, dict) and "__numpy__" in value:
+        dtype = parse_dtype(value["__numpy__"], "wrapper argument")
+        arr = np.array(value.get("value"), dtype=dtype)
+        return arr.reshape(value.get("shape", arr.shape)) if arr.ndim else dtype.type(arr)
+    if isinstance(value, dict) and "__space__" in value:
+        return build_space(value["__space__"], "wrapper argument")
+    return value
+
+
+def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict, dict]:
+    """(the kwargs JSON can hold, {name: repr} of those it cannot)."""
+    kept, missing = {}, {}
+    for k, v in (kwargs or {}).items():
+        try:
+            if not isinstance(k, str):
+                raise TypeError
+            kept[k] = _encode_arg(v)
+        except (TypeError, ValueError):
+            missing[str(k)] = repr(v)[:REPR_CHARS]
+    return kept, missing
+
+
+def _entry_module(entry_point: Any) -> str | None:
+    if isinstance(entry_point, str):
+        module = entry_point.partition(":")[0]
+    else:
+        module = getattr(entry_point, "__module__", None)
+    return module if isinstance(module, str) and _MODULE_RE.fullmatch(module) else None
+
+
+def capture_spec(spec: Any) -> dict | None:
+    """The manifest's ``env_spec`` for an env's spec (None without a spec).
+
+    Keys: ``id``, ``kwargs``, ``max_episode_steps`` (as before), the rest of
+    ``EnvSpec.to_json()`` when it works, ``additional_wrappers`` (``name``, ``entry_point``,
+    ``kwargs``: null for a wrapper that does not record its arguments), ``missing_kwargs``
+    (env kwargs left out, name to repr), and ``module`` (the entry point's module).
+    """
+    if spec is None:
+        return None
+    out: dict[str, Any] | None = None
+    try:
+        out = json.loads(spec.to_json())
+    except Exception:  # noqa: BLE001  (gymnasium raises ValueError, or json a TypeError)
+        out = None
+    if out is None or not isinstance(out, dict):
+        kwargs, missing = _split_kwargs(spec.kwargs)
+        wrappers = []
+        for w in getattr(spec, "additional_wrappers", ()):
+            if w.kwargs is None:
+                wrappers.append({"name": w.name, "entry_point": w.entry_point, "kwargs": None})
+                continue
+            wk, wmissing = _split_kwargs(w.kwargs)
+            item = {"name": w.name, "entry_point": w.entry_point, "kwargs": wk}
+            if wmissing:
+                item["missing_kwargs"] = wmissing
+            wrappers.append(item)
+        out = {"id": spec.id,
+               "entry_point": spec.entry_point if isinstance(spec.entry_point, str) else None,
+               "max_episode_steps": spec.max_episode_steps, "kwargs": kwargs,
+               "additional_wrappers": wrappers}
+        if missing:
+            out["missing_kwargs"] = missing
+    out["module"] = _entry_module(spec.entry_point)
+    if USER_MODULES:
+        out["imports"] = list(USER_MODULES)
+    return out
+
+
+# Modules imported with import_modules() in this process (``--import``, or the module of a
+# ``module:EnvId``): recordings made afterwards name them, so that replay can import them too.
+USER_MODULES: list[str] = []
+
+
+def import_modules(modules: list[str] | tuple[str, ...] | None) -> None:
+    """Imports modules the user named (``--import``), the current directory first on the path.
+
+    Recordings made later in this process list them (``imports`` in ``env_spec``).
+
+    Raises:
+        ImportError: naming the module, if one cannot be imported.
+    """
+    for name in modules or ():
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001  (any error while importing user code)
+            raise ImportError(f"cannot import module {name!r}: {type(e).__name__}: {e}") from e
+        if name not in USER_MODULES:
+            USER_MODULES.append(name)
+
+
+class EnvRebuilder:
+    """Makes the env of one writer again, from its manifest's ``env_spec``.
+
+    Args:
+        spec: the recorded ``env_spec`` (a dict).
+        env_kwargs: kwargs given by the user (``--env-kwargs``): they fill in the kwargs that
+            were not recorded and override recorded ones.
+        vector: True for a vector writer (its sub-envs are made one by one; no wrappers).
+
+    Attributes:
+        problem: why the env cannot be made ("" if it can): names every kwarg that is missing
+            and every wrapper that cannot be rebuilt.
+    """
+
+    def __init__(self, spec: Mapping[str, Any], env_kwargs: Mapping[str, Any] | None = None,
+                 vector: bool = False) -> None:
+        self.spec = spec
+        self.user_kwargs = dict(env_kwargs or {})
+        kwargs = spec.get("kwargs") if isinstance(spec.get("kwargs"), dict) else {}
+        problems = []
+        try:
+            kwargs = {k: _decode_arg(v) for k, v in kwargs.items()}
+        except Exception as e:  # noqa: BLE001  (a malformed recording)
+            problems.append(f"bad recorded env kwargs ({e})")
+        self.kwargs = {**kwargs, **self.user_kwargs}
+        self.wrappers: list[tuple[str, str, dict]] = []
+        missing = spec.get("missing_kwargs") if isinstance(spec.get("missing_kwargs"), dict) \
+            else {}
+        missing = dict(missing)
+        if vector:
+            missing.pop("num_envs", None)
+            missing.pop("vector_kwargs", None)  # (the vector env's own; sub-envs are made alone)
+            if "wrappers" in missing:
+                problems.append(f"make_vec wrappers={missing.pop('wrappers')} were not recorded "
+                                "(not JSON): the sub-envs cannot be rebuilt with them")
+        lacking = [f"{k}={v}" for k, v in missing.items() if k not in self.user_kwargs]
+        if lacking:
+            problems.append(f"env kwargs not recorded (not JSON): {', '.join(lacking)}; "
+                            "give them with --env-kwargs")
+        wrappers = spec.get("additional_wrappers") if not vector else None
+        for w in wrappers if isinstance(wrappers, list) else []:
+            if not isinstance(w, dict):
+                continue
+            name, entry = str(w.get("name")), w.get("entry_point")
+            if not isinstance(entry, str):
+                problems.append(f"wrapper {name} cannot be rebuilt: no entry point recorded")
+                continue
+            if w.get("kwargs") is None:
+                problems.append(f"wrapper {name} ({entry}) cannot be rebuilt: it does not "
+                                "record its constructor arguments "
+                                "(gymnasium.utils.RecordConstructorArgs)")
+                continue
+            wmissing = w.get("missing_kwargs") if isinstance(w.get("missing_kwargs"), dict) \
+                else {}
+            if wmissing:
+                problems.append(f"wrapper {name} ({entry}) cannot be rebuilt: its arguments "
+                                f"{', '.join(f'{k}={v}' for k, v in wmissing.items())} were "
+                                "not recorded (not JSON)")
+                continue
+            try:
+                kwargs = {k: _decode_arg(v) for k, v in w["kwargs"].items()}
+            except Exception as e:  # noqa: BLE001  (a malformed recording)
+                problems.append(f"wrapper {name} ({entry}): bad recorded arguments ({e})")
+                continue
+            self.wrappers.append((name, entry, kwargs))
+        self.problem = "; ".join(problems)
+
+    def ensure_registered(self, env_id: str) -> None:
+        """Imports the recorded env module when the id is not registered.
+
+        Raises:
+            SpecError: if the id is still not registered.
+        """
+        import gymnasium as gym
+
+        if env_id in gym.registry:
+            return
+        hint = "; pass --import MODULE (the package that registers it)"
+        imports = self.spec.get("imports") if isinstance(self.spec.get("imports"), list) else []
+        for module in [self.spec.get("module")] + imports:
+            if env_id in gym.registry:
+                break
+            if not (isinstance(module, str) and _MODULE_RE.fullmatch(module)):
+                continue
+            try:
+                importlib.import_module(module)
+            except Exception as e:  # noqa: BLE001
+                raise SpecError(f"env {env_id!r} is not registered and its module {module!r} "
+                                f"cannot be imported ({type(e).__name__}: {e}){hint}") from e
+        if env_id not in gym.registry:
+            raise SpecError(f"env {env_id!r} is not registered{hint}")
+
+    def wrap(self, env: Any) -> Any:
+        """Applies the recorded wrappers around a freshly made env, innermost first.
+
+        Raises:
+            SpecError: naming a wrapper that cannot be loaded or made.
+        """
+        from gymnasium.envs.registration import load_env_creator
+
+        for name, entry, kwargs in self.wrappers:
+            module = entry.partition(":")[0]
+            if not (module.startswith(_TRUSTED_MODULES) or module in sys.modules):
+                raise SpecError(f"wrapper {name} ({entry}) cannot be rebuilt: module {module!r} "
+                                "is not imported; pass --import " + module)
+            try:
+                env = load_env_creator(entry)(env, **kwargs)
+            except Exception as e:  # noqa: BLE001  (the wrapper's own error is the finding)
+                raise SpecError(f"wrapper {name} ({entry}) cannot be rebuilt: "
+                                f"{type(e).__name__}: {e}") from e
+        return env

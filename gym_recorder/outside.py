@@ -1,0 +1,46 @@
+"""Values outside their space: how an array leaf stored as one VALUE a row is recognised and read.
+
+A value whose shape does not fit its Box (or other array) leaf is kept exactly: from then on the
+writer stores that leaf as ``{"__type": "values", ...}`` (see "Trees" in :mod:`gym_recorder.format`).
+These helpers let the reader tell such a leaf from an ARRAY and join an episode's parts when some
+store the leaf one way and some the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .spaces import ValuesLeaf
+
+__all__ = ["join_leaf"]
+
+_VALUES = ValuesLeaf("values")
+
+
+def _outside_values(obj: Any) -> bool:
+    """True when an array leaf's stored object is a ``values`` object (values outside the space)."""
+    return isinstance(obj, dict) and obj.get("__type") == "values"
+
+
+def _as_values(leaf: Any) -> ValuesLeaf:
+    """The ValuesLeaf to decode a leaf's stored values with (an array leaf's are plain VALUEs)."""
+    return leaf if isinstance(leaf, ValuesLeaf) else _VALUES
+
+
+def _mixed_leaves(slots: list, first_slots: list) -> bool:
+    """True when two parts' stacked slots differ only in observation/action leaves."""
+    def others(ss: list) -> list:
+        return [s[:2] for s in ss if s[0] in ("rewards", "terminations", "truncations")]
+    return others(slots) == others(first_slots)
+
+
+def join_leaf(columns: list) -> Any:
+    """Joins one leaf's columns of consecutive parts: one array if all are arrays, else rows."""
+    if all(isinstance(c, np.ndarray) for c in columns):
+        return np.concatenate(columns)
+    rows: list = []
+    for c in columns:
+        rows.extend(list(c))
+    return rows
