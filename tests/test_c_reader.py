@@ -241,6 +241,34 @@ def test_vector_env(grread, tmp_path):
     assert_same_as_python(grread, tmp_path)
 
 
+@pytest.mark.parametrize("space_dtype, value", [
+    (np.float32, np.array([0.5, 0.25])),                    # float64 values: f4 -> f8
+    (np.int16, np.array([70000, -3], dtype=np.int32)),      # i2 -> i4
+    (np.uint8, np.array([-1, 7], dtype=np.int8)),           # u1 + i1 -> i2
+])
+def test_a_leaf_widened_in_one_part(grread, tmp_path, space_dtype, value):
+    """An episode whose parts store a leaf in different dtypes: numpy's result_type of them."""
+    from test_spec_rules import ValueEnv
+
+    inner = ValueEnv(length=6)
+    inner.observation_space = gym.spaces.Box(0, 100, (2,), space_dtype)
+    inner.obs = {t: np.full(2, t, space_dtype) for t in range(7)}
+    inner.obs[3] = value
+    env = RecordingWrapper(inner, tmp_path)
+    env.reset()
+    for _ in range(4):
+        env.step(0)
+    env.flush()  # the episode goes on in a second part, in a batch of the space's dtype
+    for _ in range(2):
+        env.step(0)
+    env.close()
+    assert c_lines(grread, "list", str(tmp_path))[0]["parts"] == 2
+    dumped = assert_same_as_python(grread, tmp_path)
+    (obs,) = [d for d in dumped if d["field"] == "observations"]
+    assert obs["dtype"] == np.result_type(space_dtype, value.dtype).str != np.dtype(
+        space_dtype).str
+
+
 def test_legacy_gym_recording(grread, tmp_path):
     """Two gym-recording writers: stacked arrays, one image array per step, a reset-only episode
     whose actions and rewards are np.array([[]])."""

@@ -579,6 +579,113 @@ static void collect_leaves(grr_node *n, grr_node **out) {
 int grr_legacy_episode(grr_reader *r, grr_writer *w, size_t b, json_t *entry, const char *fn,
                        size_t pos, grr_episode *ep);
 
+/* ---- widened leaves: numpy's result_type of the parts' dtypes, and the conversion -------- */
+
+static int float_size_for_int(size_t n) { return n == 1 ? 2 : n == 2 ? 4 : 8; }
+
+/* numpy's np.result_type(a, b) for the kinds b, i, u, f (and U with U, S with S); -1 for mixes
+ * the format refuses, and for complex and half/long double results this reader leaves out. */
+static int result_dtype(const grr_dtype *a, const grr_dtype *b, grr_dtype *out) {
+    char text[16];
+    if (!strcmp(a->str, b->str)) {
+        *out = *a;
+        return 0;
+    }
+    if (strchr("US", a->kind) || strchr("US", b->kind)) {
+        if (a->kind != b->kind) return -1;
+        size_t chars = (a->itemsize > b->itemsize ? a->itemsize : b->itemsize) /
+                       (a->kind == 'U' ? 4 : 1);
+        snprintf(text, sizeof text, "<%c%zu", a->kind, chars);
+        return grr_parse_dtype(text, out);
+    }
+    if (!strchr("biuf", a->kind) || !strchr("biuf", b->kind)) return -1;
+    if ((a->kind == 'f' && (a->itemsize == 2 || a->itemsize > 8)) ||
+        (b->kind == 'f' && (b->itemsize == 2 || b->itemsize > 8)))
+        return -1;
+    char kind;
+    size_t size;
+    if (a->kind == 'b' || b->kind == 'b') {
+        const grr_dtype *o = a->kind == 'b' ? b : a;
+        kind = o->kind;
+        size = o->itemsize;
+    } else if (a->kind == b->kind) {
+        kind = a->kind;
+        size = a->itemsize > b->itemsize ? a->itemsize : b->itemsize;
+    } else if (a->kind == 'f' || b->kind == 'f') {
+        const grr_dtype *f = a->kind == 'f' ? a : b, *n = a->kind == 'f' ? b : a;
+        kind = 'f';
+        size = (size_t)float_size_for_int(n->itemsize);
+        if (f->itemsize > size) size = f->itemsize;
+    } else {
+        const grr_dtype *i = a->kind == 'i' ? a : b, *u = a->kind == 'i' ? b : a;
+        if (i->itemsize > u->itemsize) {
+            kind = 'i';
+            size = i->itemsize;
+        } else if (u->itemsize < 8) {
+            kind = 'i';
+            size = 2 * u->itemsize;
+        } else {
+            kind = 'f';
+            size = 8;
+        }
+    }
+    if (kind == 'f' && size == 2) return -1;
+    snprintf(text, sizeof text, "<%c%zu", kind, size);
+    return grr_parse_dtype(text, out);
+}
+
+/* Converts n elements from one dtype to a wider one (as numpy's astype does for these). */
+static void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
+                    unsigned char *dst, uint64_t n) {
+    size_t fs = from->itemsize, ts = to->itemsize;
+    if (strchr("US", to->kind)) {
+        for (uint64_t i = 0; i < n; i++) {
+            memset(dst + i * ts, 0, ts);
+            if (from->order == '>' && to->kind == 'U') {
+                for (size_t k = 0; k < fs; k += 4)
+                    for (int j = 0; j < 4; j++) dst[i * ts + k + (size_t)j] = src[i * fs + k + 3 - (size_t)j];
+            } else {
+                memcpy(dst + i * ts, src + i * fs, fs);
+            }
+        }
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char b[8] = {0};
+        for (size_t k = 0; k < fs; k++) b[k] = src[i * fs + (from->order == '>' ? fs - 1 - k : k)];
+        uint64_t u = 0;
+        for (size_t k = 0; k < fs; k++) u |= (uint64_t)b[k] << (8 * k);
+        double d = 0;
+        int64_t si = 0;
+        if (from->kind == 'f') {
+            if (fs == 4) {
+                float f;
+                uint32_t u32 = (uint32_t)u;
+                memcpy(&f, &u32, 4);
+                d = f;
+            } else {
+                memcpy(&d, &u, 8);
+            }
+        } else if (from->kind == 'i') {
+            si = fs < 8 && (u >> (8 * fs - 1)) & 1 ? (int64_t)(u | (~0ull << (8 * fs))) : (int64_t)u;
+            d = (double)si;
+        } else {
+            si = (int64_t)u;
+            d = (double)u;
+        }
+        unsigned char *out = dst + i * ts;
+        if (to->kind == 'f' && ts == 4) {
+            float f = (float)d;
+            memcpy(out, &f, 4);
+        } else if (to->kind == 'f') {
+            memcpy(out, &d, 8);
+        } else {
+            uint64_t v = (uint64_t)si;
+            for (size_t k = 0; k < ts; k++) out[k] = (unsigned char)(v >> (8 * k));
+        }
+    }
+}
+
 int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode *ep) {
     size_t b = 0;
     while (b + 1 < w->nbatches && w->starts[b + 1] <= number) b++;
@@ -706,27 +813,28 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
         }
         grr_array *a = &fd->array;
         ref_t *first = &parts[0].refs[s];
-        uint64_t rows = 0, total = 0;
+        grr_dtype res = first->dtype;
+        uint64_t rows = 0, count = 0;
         for (size_t i = 0; rc == 0 && i < nparts; i++) {
             ref_t *ref = &parts[i].refs[s];
-            if (strcmp(ref->dtype.str, first->dtype.str))
-                rc = grr_fail(r, "%s %s: the parts store dtypes %s and %s (widened in one "
-                                 "batch); this reader does not convert them", parts[0].where,
-                              fd->name, first->dtype.str, ref->dtype.str);
+            if (result_dtype(&res, &ref->dtype, &res) < 0)
+                rc = grr_fail(r, "%s %s: the episode's parts store the leaf with dtypes that do "
+                                 "not mix (or that this reader does not convert): %s, %s",
+                              parts[0].where, fd->name, first->dtype.str, ref->dtype.str);
             rows += ref->shape[0];
-            total += ref->size;
+            count += ref->size / ref->dtype.itemsize;
         }
         if (rc < 0) break;
-        snprintf(a->dtype, sizeof a->dtype, "%s", first->dtype.str);
-        a->itemsize = first->dtype.itemsize;
+        snprintf(a->dtype, sizeof a->dtype, "%s", res.str);
+        a->itemsize = res.itemsize;
         a->ndim = first->ndim;
         memcpy(a->shape, first->shape, sizeof a->shape);
         a->shape[0] = rows;
-        a->size = total;
-        a->data = malloc(total ? total : 1);
+        a->size = count * res.itemsize;
+        a->data = malloc(a->size ? a->size : 1);
         if (!a->data) {
             rc = grr_fail(r, "%s: cannot allocate %llu bytes for the episode", parts[0].where,
-                          (unsigned long long)total);
+                          (unsigned long long)a->size);
             break;
         }
         uint64_t at = 0;
@@ -734,8 +842,17 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
             ref_t *ref = &parts[i].refs[s];
             char where[700];
             snprintf(where, sizeof where, "%s %s", parts[i].where, fd->name);
-            rc = read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, a->data + at);
-            at += ref->size;
+            uint64_t n = ref->size / ref->dtype.itemsize;
+            if (!strcmp(ref->dtype.str, res.str)) {
+                rc = read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, a->data + at);
+            } else {
+                unsigned char *tmp = malloc(ref->size ? ref->size : 1);
+                rc = tmp ? read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, tmp)
+                         : grr_fail(r, "%s: out of memory", where);
+                if (rc == 0) convert(&ref->dtype, tmp, &res, a->data + at, n);
+                free(tmp);
+            }
+            at += n * res.itemsize;
         }
     }
     free(leaves);
