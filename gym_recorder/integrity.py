@@ -3,7 +3,8 @@
 
 :func:`verify` reads every manifest, every batch file a manifest lists and every byte of every array
 they reference: sizes and CRC-32s against the manifest, the batch structure, every array reference
-(name, dtype, shape, bounds, alignment, checksum), and finally every episode through
+(name, dtype, shape, bounds, alignment, checksum), that the padding between arrays is zero and
+nothing follows the last array, and finally every episode through
 :class:`~gym_recorder.RecordingReader`. Files that no manifest lists (temporary files, batches a
 killed writer never committed) are not problems: the format says readers ignore them.
 
