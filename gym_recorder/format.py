@@ -161,7 +161,8 @@ Every array is a reference into the batch's .bin file::
 - ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8), and a reader MUST refuse one that is not
   (legacy files excepted). So a reader that holds a whole .bin at an 8-aligned address (a
   JavaScript ``ArrayBuffer``, ``malloc``, ``mmap``) can view every array in place as a typed array
-  of its dtype: every item size's natural alignment divides 8. A reader MUST NOT assume more: the
+  of its dtype: the natural alignment of every item size divides 8 (but for the non-portable
+  16-byte long double and 32-byte complex of it). A reader MUST NOT assume more: the
   file's size is the manifest's ``bin_size``, which ends exactly at the end of the array that ends
   last (it is not padded to a multiple of 8), and arrays may be empty (``size`` 0) at any aligned
   offset up to the file's end.
@@ -311,8 +312,8 @@ Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no size
 ``{"episodes": [{"observations", "actions", "rewards"}]}``, one entry an episode (no parts). Each
 of the three is an ARRAY, a list of ARRAYs of one dtype and shape (one per step: stacked), or a
 list of JSON numbers and bools (an array of numpy's type for them); gym_recorder's reader also
-reads objects of these as dicts and other lists as lists, which a reader MAY refuse. ARRAY ``dtype`` is numpy's
-``str(dtype)`` name (``float32``, ``uint8``, ``bool``, ...), ``npyoff`` need not be aligned,
+reads objects of these as dicts and other lists as lists, which a reader MAY refuse. ARRAY
+``dtype`` is numpy's ``str(dtype)`` name (``float32``, ``uint8``, ``bool``, ...), ``npyoff`` need not be aligned,
 ``crc32`` is absent, and ``npyfile`` may be any plain file name in the directory. gym-recording
 wrote an empty list as ``np.array([[]])``: shape ``(1, 0)``, float64; readers give actions of
 that shape back as shape ``(0,)``. An episode has N = (rows of observations) - 1 steps (0 if

@@ -128,8 +128,9 @@ def python_view(directory: Path, verify: bool = False) -> tuple[list[dict], list
     return episodes, arrays
 
 
-def assert_same_as_python(grread: Path, directory: Path) -> list[dict]:
-    """grread lists the same episodes and dumps the same arrays as RecordingReader."""
+def assert_same_as_python(grread: Path, directory: Path, verify: bool = True) -> list[dict]:
+    """grread lists the same episodes and dumps the same arrays as RecordingReader (and the
+    same with --verify, unless ``verify`` is false)."""
     episodes, arrays = python_view(directory)
     listed = c_lines(grread, "list", str(directory))
     assert [{k: e[k] for k in ("index", "writer", "steps", "end", "seed")} for e in listed] \
@@ -145,7 +146,8 @@ def assert_same_as_python(grread: Path, directory: Path) -> list[dict]:
         else:
             assert len(c["values"]) == len(p["values"])
     assert [a for a in dumped if "values" not in a] == [a for a in arrays if "values" not in a]
-    assert c_lines(grread, "--verify", "dump", str(directory)) == dumped
+    if verify:
+        assert c_lines(grread, "--verify", "dump", str(directory)) == dumped
     assert dumped, "nothing was compared"
     return dumped
 
@@ -241,6 +243,34 @@ def test_vector_env(grread, tmp_path):
     assert_same_as_python(grread, tmp_path)
 
 
+@pytest.mark.parametrize("space_dtype, value", [
+    (np.float32, np.array([0.5, 0.25])),                    # float64 values: f4 -> f8
+    (np.int16, np.array([70000, -3], dtype=np.int32)),      # i2 -> i4
+    (np.uint8, np.array([-1, 7], dtype=np.int8)),           # u1 + i1 -> i2
+])
+def test_a_leaf_widened_in_one_part(grread, tmp_path, space_dtype, value):
+    """An episode whose parts store a leaf in different dtypes: numpy's result_type of them."""
+    from test_spec_rules import ValueEnv
+
+    inner = ValueEnv(length=6)
+    inner.observation_space = gym.spaces.Box(0, 100, (2,), space_dtype)
+    inner.obs = {t: np.full(2, t, space_dtype) for t in range(7)}
+    inner.obs[3] = value
+    env = RecordingWrapper(inner, tmp_path)
+    env.reset()
+    for _ in range(4):
+        env.step(0)
+    env.flush()  # the episode goes on in a second part, in a batch of the space's dtype
+    for _ in range(2):
+        env.step(0)
+    env.close()
+    assert c_lines(grread, "list", str(tmp_path))[0]["parts"] == 2
+    dumped = assert_same_as_python(grread, tmp_path)
+    (obs,) = [d for d in dumped if d["field"] == "observations"]
+    assert obs["dtype"] == np.result_type(space_dtype, value.dtype).str != np.dtype(
+        space_dtype).str
+
+
 def test_legacy_gym_recording(grread, tmp_path):
     """Two gym-recording writers: stacked arrays, one image array per step, a reset-only episode
     whose actions and rewards are np.array([[]])."""
@@ -277,9 +307,11 @@ def test_missing_directory_and_usage(grread, tmp_path):
 # The hostile files of tests/test_hostile*.py, fed to grread as well
 
 _GRREAD: list[Path] = []
+_C_RUNS: list[Path] = []  # hostile recordings grread was run over, in the current test
 
 
 def _c_refuses(d: Path, verify_modes: tuple[bool, ...]) -> None:
+    _C_RUNS.append(d)
     for verify in verify_modes:
         args = ["--verify"] if verify else []
         done = run(_GRREAD[0], *args, "dump", str(d))
@@ -297,6 +329,8 @@ def _hostile_modules() -> list[Any]:
 
 _HOSTILE = _hostile_modules()
 _ORIGINAL_REFUSED = {m.__name__: m.refused for m in _HOSTILE if hasattr(m, "refused")}
+_ORIGINAL_READ = {m.__name__: m.read_everything for m in _HOSTILE
+                  if hasattr(m, "read_everything")}
 
 
 def _refused_by_both(module_name: str):
@@ -311,13 +345,33 @@ def _refused_by_both(module_name: str):
     return refused
 
 
+def _read_by_both(module_name: str):
+    original = _ORIGINAL_READ[module_name]
+
+    def read_everything(d: Path, verify: bool = False) -> list:
+        out = original(d, verify)
+        # RecordingReader read it (an edit the format allows): grread must read it the same.
+        _C_RUNS.append(d)
+        assert_same_as_python(_GRREAD[0], d, verify)
+        return out
+
+    return read_everything
+
+
 @pytest.fixture
 def c_hostile(grread, monkeypatch):
-    """Makes every hostile module's ``refused`` also run grread over the hostile file."""
+    """Makes every hostile module's ``refused`` also run grread over the hostile file (and its
+    ``read_everything``, where a test expects the edited recording to read), and fails the test
+    if grread never ran (the hostile module no longer calls its own helpers)."""
     _GRREAD[:] = [grread]
+    _C_RUNS.clear()
     for module in _HOSTILE:
         if module.__name__ in _ORIGINAL_REFUSED:
             monkeypatch.setattr(module, "refused", _refused_by_both(module.__name__))
+        if module.__name__ in _ORIGINAL_READ:
+            monkeypatch.setattr(module, "read_everything", _read_by_both(module.__name__))
+    yield
+    assert _C_RUNS, "the hostile test did not go through refused(): grread was not run"
 
 
 def _with_grread(fn: Any) -> Any:
@@ -342,4 +396,10 @@ def _hostile_tests() -> dict[str, Any]:
     return out
 
 
-globals().update(_hostile_tests())
+_REUSED = _hostile_tests()
+globals().update(_REUSED)
+
+
+def test_the_hostile_cases_are_reused():
+    """If the hostile tests move, this file must follow them rather than silently test less."""
+    assert sum(name.startswith("test_c_") for name in _REUSED) >= 40

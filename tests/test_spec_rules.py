@@ -42,7 +42,7 @@ class ValueEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: Any = None):
         super().reset(seed=seed)
         self.t = 0
-        return np.full(2, 0.25, np.float32), self.infos.get(0, {})
+        return self.obs.get(0, np.full(2, 0.25, np.float32)), self.infos.get(0, {})
 
     def step(self, action):
         self.t += 1

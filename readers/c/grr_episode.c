@@ -1,321 +1,10 @@
-/* grr: an episode from its entries ("Batch", "Arrays", "Values", "Infos", "Version history"). */
+/* grr: an episode from its entries ("Batch", "Episodes of a recording", "Infos"). */
 #include "grr_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define MAX_CODE_POINT 0x10FFFFu
-#define CHUNK (1u << 20)
-
-typedef struct {
-    grr_dtype dtype;
-    int ndim;
-    uint64_t shape[GRR_MAX_NDIM];
-    uint64_t offset, size;
-    int has_crc;
-    uint32_t crc;
-} ref_t;
-
-/* The .bin file of one entry's batch, opened on first use. */
-typedef struct {
-    grr_reader *r;
-    const char *bin;          /* file name; NULL: legacy (each reference names its file) */
-    int64_t bin_size;
-    int fd;
-    uint64_t file_size;
-} bin_t;
-
-static int bin_open(bin_t *f) {
-    if (f->fd >= 0) return 0;
-    if (grr_open_regular(f->r, f->bin, &f->fd, &f->file_size) < 0) return -1;
-    if (f->bin_size >= 0 && f->file_size != (uint64_t)f->bin_size)
-        return grr_fail(f->r, "%s: file has %llu bytes, the manifest says %lld", f->bin,
-                        (unsigned long long)f->file_size, (long long)f->bin_size);
-    return 0;
-}
-
-static void bin_close(bin_t *f) {
-    if (f->fd >= 0) close(f->fd);
-    f->fd = -1;
-}
-
-static int is_ref(json_t *o) {
-    return json_is_object(o) &&
-           json_is_string(json_object_get(o, "__type")) &&
-           !strcmp(json_string_value(json_object_get(o, "__type")), "ndarray");
-}
-
-/* Checks an array reference against everything but the file (see "Arrays"). */
-static int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, const char *file,
-                     ref_t *ref) {
-    json_t *order = json_object_get(o, "order");
-    if (order && (!json_is_string(order) || strcmp(json_string_value(order), "C")))
-        return grr_fail(r, "%s: only C order is supported", where);
-    const char *name = grr_string(json_object_get(o, "npyfile"));
-    if (!name || !grr_plain_name(name))
-        return grr_fail(r, "%s: npyfile is not a plain file name in the directory", where);
-    if (file && strcmp(name, file))
-        return grr_fail(r, "%s: npyfile '%s' is not this batch's '%s'", where, name, file);
-    const char *dt = grr_string(json_object_get(o, "dtype"));
-    if (!dt || grr_parse_dtype(dt, &ref->dtype) < 0)
-        return grr_fail(r, "%s: unsupported dtype", where);
-    json_t *shape = json_object_get(o, "shape");
-    if (!json_is_array(shape) || json_array_size(shape) > GRR_MAX_NDIM)
-        return grr_fail(r, "%s: shape must be a list of at most %d integers", where,
-                        GRR_MAX_NDIM);
-    ref->ndim = (int)json_array_size(shape);
-    uint64_t nonzero = 1, count = 1;
-    for (int i = 0; i < ref->ndim; i++) {
-        json_t *d = json_array_get(shape, (size_t)i);
-        if (!json_is_integer(d) || json_integer_value(d) < 0 ||
-            (uint64_t)json_integer_value(d) > GRR_MAX_DIM)
-            return grr_fail(r, "%s: every dimension must be an integer in [0, 2^48]", where);
-        uint64_t dim = (uint64_t)json_integer_value(d);
-        ref->shape[i] = dim;
-        if (dim == 0) count = 0;
-        else if (nonzero <= GRR_MAX_DIM)
-            nonzero = dim > GRR_MAX_DIM / nonzero ? GRR_MAX_DIM + 1 : nonzero * dim;
-    }
-    if (nonzero > GRR_MAX_DIM || nonzero * ref->dtype.itemsize > GRR_MAX_DIM)
-        return grr_fail(r, "%s: shape of %s has too many elements", where, ref->dtype.str);
-    if (count) count = nonzero;
-    int64_t off, size;
-    if (!grr_get_int(o, "npyoff", &off) || off < 0)
-        return grr_fail(r, "%s: npyoff must be an integer >= 0", where);
-    if (aligned && off % GRR_ALIGNMENT)
-        return grr_fail(r, "%s: npyoff %lld is not a multiple of %d", where, (long long)off,
-                        GRR_ALIGNMENT);
-    if (!grr_get_int(o, "size", &size) || size < 0)
-        return grr_fail(r, "%s: size must be an integer >= 0", where);
-    if ((uint64_t)size != count * ref->dtype.itemsize)
-        return grr_fail(r, "%s: size %lld does not match the shape of %s", where,
-                        (long long)size, ref->dtype.str);
-    json_t *crc = json_object_get(o, "crc32");
-    ref->has_crc = crc && !json_is_null(crc);
-    if (ref->has_crc) {
-        if (!json_is_integer(crc) || json_integer_value(crc) < 0 ||
-            json_integer_value(crc) > 0xFFFFFFFFll)
-            return grr_fail(r, "%s: crc32 must be an integer in [0, 2^32)", where);
-        ref->crc = (uint32_t)json_integer_value(crc);
-    }
-    ref->offset = (uint64_t)off;
-    ref->size = (uint64_t)size;
-    return 0;
-}
-
-/* Checks bytes read for an array: <U holds code points only. */
-static int check_codes(grr_reader *r, const ref_t *ref, const unsigned char *p, uint64_t n,
-                       const char *where) {
-    if (ref->dtype.kind != 'U') return 0;
-    for (uint64_t i = 0; i + 4 <= n; i += 4) {
-        uint32_t c = ref->dtype.order == '>'
-                         ? (uint32_t)p[i] << 24 | (uint32_t)p[i + 1] << 16 | p[i + 2] << 8 | p[i + 3]
-                         : (uint32_t)p[i + 3] << 24 | (uint32_t)p[i + 2] << 16 | p[i + 1] << 8 | p[i];
-        if (c > MAX_CODE_POINT)
-            return grr_fail(r, "%s: %s array holds values that are not Unicode code points",
-                            where, ref->dtype.str);
-    }
-    return 0;
-}
-
-static int check_bounds(bin_t *f, const ref_t *ref, const char *where, const char *name) {
-    if (ref->offset > f->file_size || ref->size > f->file_size - ref->offset)
-        return grr_fail(f->r, "%s: bytes %llu..%llu lie outside %s (%llu bytes)", where,
-                        (unsigned long long)ref->offset,
-                        (unsigned long long)(ref->offset + ref->size), name,
-                        (unsigned long long)f->file_size);
-    return 0;
-}
-
-/* Reads an array's bytes into dest (or only checks them, dest NULL), checking its CRC-32 when
- * verifying and its code points. */
-static int read_ref(bin_t *f, const ref_t *ref, const char *where, const char *name,
-                    unsigned char *dest) {
-    if (check_bounds(f, ref, where, name) < 0) return -1;
-    unsigned char *chunk = dest ? NULL : malloc(CHUNK);
-    if (!dest && !chunk) return grr_fail(f->r, "%s: out of memory", where);
-    uint32_t crc = 0;
-    int rc = 0;
-    for (uint64_t done = 0; done < ref->size && rc == 0;) {
-        uint64_t n = ref->size - done;
-        if (!dest && n > CHUNK) n = CHUNK;
-        unsigned char *p = dest ? dest + done : chunk;
-        rc = grr_pread_all(f->r, f->fd, name, ref->offset + done, p, n);
-        if (rc == 0) rc = check_codes(f->r, ref, p, n, where);
-        if (rc == 0) crc = grr_crc32(crc, p, n);
-        done += n;
-    }
-    free(chunk);
-    if (rc == 0 && f->r->verify && ref->has_crc && crc != ref->crc)
-        return grr_fail(f->r, "%s: CRC-32 of the array's bytes does not match", where);
-    return rc;
-}
-
-/* ---- VALUEs ---------------------------------------------------------------------------- */
-
-static int json_float(grr_reader *r, json_t *v, const char *where, double *x) {
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (strcmp(s, "nan") && strcmp(s, "inf") && strcmp(s, "-inf"))
-            return grr_fail(r, "%s: bad float '%s'", where, s);
-        *x = 0;
-        return 0;
-    }
-    if (!json_is_number(v)) return grr_fail(r, "%s: expected a number", where);
-    *x = json_number_value(v);
-    return 0;
-}
-
-static int base64_ok(const char *s) {
-    size_t data = 0, pad = 0;
-    for (; *s; s++) {
-        char c = *s;
-        int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '+' || c == '/';
-        if (alpha && !pad) data++;
-        else if (c == '=' && pad < 2) pad++;
-        else return 0;
-    }
-    switch (data % 4) {
-    case 0: return 1;
-    case 2: return pad == 2;
-    case 3: return pad >= 1;
-    default: return 0;
-    }
-}
-
-static int check_value(bin_t *f, json_t *v, const char *where, int depth, int *hashable);
-
-static int check_scalar(bin_t *f, json_t *o, const char *where, int depth) {
-    grr_reader *r = f->r;
-    grr_dtype dt;
-    const char *dts = grr_string(json_object_get(o, "dtype"));
-    if (!dts || grr_parse_dtype(dts, &dt) < 0) return grr_fail(r, "%s: unsupported dtype", where);
-    json_t *v = json_object_get(o, "value");
-    if (json_is_object(v)) {
-        ref_t ref;
-        if (!is_ref(v)) return grr_fail(r, "%s: scalar array does not match dtype", where);
-        if (depth + 1 > GRR_MAX_NESTING) return grr_fail(r, "%s: nested too deeply", where);
-        if (parse_ref(r, v, where, 1, f->bin, &ref) < 0 || bin_open(f) < 0 ||
-            read_ref(f, &ref, where, f->bin, NULL) < 0)
-            return -1;
-        if (ref.ndim != 0 || strcmp(ref.dtype.str, dt.str))
-            return grr_fail(r, "%s: scalar array does not match dtype %s", where, dt.str);
-        return 0;
-    }
-    double x, y;
-    switch (dt.kind) {
-    case 'c':
-        if (!json_is_array(v) || json_array_size(v) != 2)
-            return grr_fail(r, "%s: complex scalar must be [real, imag]", where);
-        if (json_float(r, json_array_get(v, 0), where, &x) < 0 ||
-            json_float(r, json_array_get(v, 1), where, &y) < 0)
-            return -1;
-        if (dt.itemsize == 8 && (x > 3.4028234663852886e38 || x < -3.4028234663852886e38 ||
-                                 y > 3.4028234663852886e38 || y < -3.4028234663852886e38))
-            return grr_fail(r, "%s: out of range for %s", where, dt.str);
-        return 0;
-    case 'f':
-        if (json_float(r, v, where, &x) < 0) return -1;
-        if ((dt.itemsize == 2 && (x > 65504.0 || x < -65504.0)) ||
-            (dt.itemsize == 4 && (x > 3.4028234663852886e38 || x < -3.4028234663852886e38)))
-            return grr_fail(r, "%s: out of range for %s", where, dt.str);
-        return 0;
-    case 'b':
-        if (!json_is_boolean(v)) return grr_fail(r, "%s: bool scalar must be true or false", where);
-        return 0;
-    case 'i': case 'u': {
-        if (!json_is_integer(v)) return grr_fail(r, "%s: integer scalar must be an integer", where);
-        long long n = json_integer_value(v);
-        int bits = (int)dt.itemsize * 8;
-        int ok = dt.kind == 'u' ? n >= 0 && (bits == 64 || (unsigned long long)n < 1ull << bits)
-                                : bits == 64 || (n >= -(1ll << (bits - 1)) && n < 1ll << (bits - 1));
-        if (!ok) return grr_fail(r, "%s: %lld out of range for %s", where, n, dt.str);
-        return 0;
-    }
-    default:
-        return grr_fail(r, "%s: bad scalar of dtype %s", where, dt.str);
-    }
-}
-
-static int check_value(bin_t *f, json_t *v, const char *where, int depth, int *hashable) {
-    grr_reader *r = f->r;
-    int h = 1;
-    if (depth > GRR_MAX_NESTING)
-        return grr_fail(r, "%s: nested deeper than %d levels", where, GRR_MAX_NESTING);
-    *hashable = 0;
-    if (json_is_array(v)) {
-        for (size_t i = 0; i < json_array_size(v); i++)
-            if (check_value(f, json_array_get(v, i), where, depth + 1, &h) < 0) return -1;
-        return 0;
-    }
-    if (!json_is_object(v)) {
-        *hashable = 1;
-        return 0;
-    }
-    json_t *t = json_object_get(v, "__type");
-    if (!t || json_is_null(t)) {
-        const char *k;
-        json_t *x;
-        json_object_foreach(v, k, x) if (check_value(f, x, where, depth + 1, &h) < 0) return -1;
-        return 0;
-    }
-    const char *kind = json_is_string(t) ? json_string_value(t) : "";
-    if (!strcmp(kind, "ndarray")) {
-        ref_t ref;
-        if (parse_ref(r, v, where, 1, f->bin, &ref) < 0 || bin_open(f) < 0) return -1;
-        return read_ref(f, &ref, where, f->bin, NULL);
-    }
-    *hashable = 1;
-    if (!strcmp(kind, "float")) {
-        double x;
-        return json_float(r, json_object_get(v, "value"), where, &x);
-    }
-    if (!strcmp(kind, "scalar")) return check_scalar(f, v, where, depth);
-    if (!strcmp(kind, "bytes")) {
-        const char *s = json_string_value(json_object_get(v, "base64"));
-        if (!s) return grr_fail(r, "%s: bytes need a base64 string", where);
-        if (!base64_ok(s)) return grr_fail(r, "%s: bad base64", where);
-        return 0;
-    }
-    if (!strcmp(kind, "tuple")) {
-        json_t *items = json_object_get(v, "items");
-        if (!json_is_array(items)) return grr_fail(r, "%s: tuple items must be a list", where);
-        for (size_t i = 0; i < json_array_size(items); i++) {
-            if (check_value(f, json_array_get(items, i), where, depth + 1, &h) < 0) return -1;
-            *hashable &= h;
-        }
-        return 0;
-    }
-    *hashable = 0;
-    if (!strcmp(kind, "dict")) {
-        json_t *items = json_object_get(v, "items");
-        int ok = json_is_array(items);
-        for (size_t i = 0; ok && i < json_array_size(items); i++) {
-            json_t *p = json_array_get(items, i);
-            ok = json_is_array(p) && json_array_size(p) == 2;
-        }
-        if (!ok) return grr_fail(r, "%s: dict items must be a list of [key, value] pairs", where);
-        for (size_t i = 0; i < json_array_size(items); i++) {
-            json_t *p = json_array_get(items, i);
-            if (check_value(f, json_array_get(p, 0), where, depth + 1, &h) < 0) return -1;
-            if (!h) return grr_fail(r, "%s: unhashable dict key", where);
-            if (check_value(f, json_array_get(p, 1), where, depth + 1, &h) < 0) return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(kind, "graph")) {
-        static const char *keys[] = {"nodes", "edges", "edge_links"};
-        for (int i = 0; i < 3; i++) {
-            json_t *x = json_object_get(v, keys[i]);
-            if (x && check_value(f, x, where, depth + 1, &h) < 0) return -1;
-        }
-        return 0;
-    }
-    return grr_fail(r, "%s: unknown __type", where);
-}
 
 /* ---- entries --------------------------------------------------------------------------- */
 
@@ -576,8 +265,6 @@ static void collect_leaves(grr_node *n, grr_node **out) {
     }
 }
 
-int grr_legacy_episode(grr_reader *r, grr_writer *w, size_t b, json_t *entry, const char *fn,
-                       size_t pos, grr_episode *ep);
 
 int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode *ep) {
     size_t b = 0;
@@ -706,27 +393,28 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
         }
         grr_array *a = &fd->array;
         ref_t *first = &parts[0].refs[s];
-        uint64_t rows = 0, total = 0;
+        grr_dtype res = first->dtype;
+        uint64_t rows = 0, count = 0;
         for (size_t i = 0; rc == 0 && i < nparts; i++) {
             ref_t *ref = &parts[i].refs[s];
-            if (strcmp(ref->dtype.str, first->dtype.str))
-                rc = grr_fail(r, "%s %s: the parts store dtypes %s and %s (widened in one "
-                                 "batch); this reader does not convert them", parts[0].where,
-                              fd->name, first->dtype.str, ref->dtype.str);
+            if (result_dtype(&res, &ref->dtype, &res) < 0)
+                rc = grr_fail(r, "%s %s: the episode's parts store the leaf with dtypes that do "
+                                 "not mix (or that this reader does not convert): %s, %s",
+                              parts[0].where, fd->name, first->dtype.str, ref->dtype.str);
             rows += ref->shape[0];
-            total += ref->size;
+            count += ref->size / ref->dtype.itemsize;
         }
         if (rc < 0) break;
-        snprintf(a->dtype, sizeof a->dtype, "%s", first->dtype.str);
-        a->itemsize = first->dtype.itemsize;
+        snprintf(a->dtype, sizeof a->dtype, "%s", res.str);
+        a->itemsize = res.itemsize;
         a->ndim = first->ndim;
         memcpy(a->shape, first->shape, sizeof a->shape);
         a->shape[0] = rows;
-        a->size = total;
-        a->data = malloc(total ? total : 1);
+        a->size = count * res.itemsize;
+        a->data = malloc(a->size ? a->size : 1);
         if (!a->data) {
             rc = grr_fail(r, "%s: cannot allocate %llu bytes for the episode", parts[0].where,
-                          (unsigned long long)total);
+                          (unsigned long long)a->size);
             break;
         }
         uint64_t at = 0;
@@ -734,8 +422,17 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
             ref_t *ref = &parts[i].refs[s];
             char where[700];
             snprintf(where, sizeof where, "%s %s", parts[i].where, fd->name);
-            rc = read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, a->data + at);
-            at += ref->size;
+            uint64_t n = ref->size / ref->dtype.itemsize;
+            if (!strcmp(ref->dtype.str, res.str)) {
+                rc = read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, a->data + at);
+            } else {
+                unsigned char *tmp = malloc(ref->size ? ref->size : 1);
+                rc = tmp ? read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, tmp)
+                         : grr_fail(r, "%s: out of memory", where);
+                if (rc == 0) convert(&ref->dtype, tmp, &res, a->data + at, n);
+                free(tmp);
+            }
+            at += n * res.itemsize;
         }
     }
     free(leaves);
@@ -762,166 +459,3 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
     return rc;
 }
 
-/* ---- OpenAI gym-recording ("legacy") episodes ("Version history") ------------------------ */
-
-/* One legacy column as an array: a reference, a list of references of one shape and dtype
- * (one per step, stacked), or a list of JSON numbers/bools. */
-static int legacy_array(grr_reader *r, json_t *v, const char *where, grr_array *a) {
-    ref_t ref;
-    bin_t f = {r, NULL, -1, -1, 0};
-    memset(a, 0, sizeof *a);
-    if (is_ref(v) || (json_is_array(v) && json_array_size(v) && is_ref(json_array_get(v, 0)))) {
-        int stacked = !is_ref(v);
-        size_t n = stacked ? json_array_size(v) : 1;
-        for (size_t i = 0; i < n; i++) {
-            json_t *o = stacked ? json_array_get(v, i) : v;
-            if (!is_ref(o)) return grr_fail(r, "%s: a list mixing arrays and other values "
-                                               "(not supported by this reader)", where);
-            if (parse_ref(r, o, where, 0, NULL, &ref) < 0) return -1;
-            f.bin = json_string_value(json_object_get(o, "npyfile"));
-            if (i == 0) {
-                snprintf(a->dtype, sizeof a->dtype, "%s", ref.dtype.str);
-                a->itemsize = ref.dtype.itemsize;
-                a->ndim = ref.ndim + stacked;
-                if (stacked && a->ndim > GRR_MAX_NDIM)
-                    return grr_fail(r, "%s: too many dimensions", where);
-                a->shape[0] = n;
-                memcpy(a->shape + stacked, ref.shape, (size_t)ref.ndim * sizeof ref.shape[0]);
-                a->size = ref.size * n;
-                a->data = malloc(a->size ? a->size : 1);
-                if (!a->data) return grr_fail(r, "%s: out of memory", where);
-            } else if (strcmp(ref.dtype.str, a->dtype) || ref.ndim != a->ndim - 1 ||
-                       memcmp(ref.shape, a->shape + 1, (size_t)ref.ndim * sizeof ref.shape[0])) {
-                return grr_fail(r, "%s: per-step arrays of different shapes or dtypes (not "
-                                   "supported by this reader)", where);
-            }
-            int rc = grr_open_regular(r, f.bin, &f.fd, &f.file_size);
-            if (rc == 0) rc = read_ref(&f, &ref, where, f.bin, a->data + i * ref.size);
-            bin_close(&f);
-            if (rc < 0) return -1;
-        }
-        return 0;
-    }
-    if (!json_is_array(v) || !json_array_size(v))
-        return grr_fail(r, "%s: a legacy layout this reader does not support", where);
-    size_t n = json_array_size(v);
-    int all_bool = 1, any_real = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(v, i);
-        if (!json_is_number(x) && !json_is_boolean(x))
-            return grr_fail(r, "%s: a legacy layout this reader does not support", where);
-        all_bool &= json_is_boolean(x);
-        any_real |= json_is_real(x);
-    }
-    const char *dt = all_bool ? "|b1" : any_real ? "<f8" : "<i8";
-    snprintf(a->dtype, sizeof a->dtype, "%s", dt);
-    a->itemsize = all_bool ? 1 : 8;
-    a->ndim = 1;
-    a->shape[0] = n;
-    a->size = n * a->itemsize;
-    a->data = malloc(a->size);
-    if (!a->data) return grr_fail(r, "%s: out of memory", where);
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(v, i);
-        if (all_bool) {
-            a->data[i] = json_is_true(x);
-        } else if (any_real) {
-            double d = json_is_boolean(x) ? json_is_true(x) : json_number_value(x);
-            memcpy(a->data + 8 * i, &d, 8);
-        } else {
-            int64_t k = json_is_boolean(x) ? json_is_true(x) : json_integer_value(x);
-            memcpy(a->data + 8 * i, &k, 8);
-        }
-    }
-    return 0;
-}
-
-/* An element of a numeric array as a double (for the rewards, which are float64). */
-static int element_double(const grr_array *a, uint64_t i, double *out) {
-    unsigned char b[8];
-    size_t n = a->itemsize;
-    char kind = a->dtype[1];
-    if (n > 8 || !strchr("biuf", kind) || (kind == 'f' && n < 4)) return -1;
-    for (size_t k = 0; k < n; k++) b[k] = a->data[i * n + (a->dtype[0] == '>' ? n - 1 - k : k)];
-    uint64_t u = 0;
-    for (size_t k = 0; k < n; k++) u |= (uint64_t)b[k] << (8 * k);
-    if (kind == 'f') {
-        if (n == 4) {
-            float f;
-            uint32_t u32 = (uint32_t)u;
-            memcpy(&f, &u32, 4);
-            *out = f;
-        } else {
-            memcpy(out, &u, 8);
-        }
-    } else if (kind == 'i' && n < 8 && (u >> (8 * n - 1)) & 1) {
-        *out = (double)(int64_t)(u | (~0ull << (8 * n)));
-    } else {
-        *out = kind == 'i' ? (double)(int64_t)u : (double)u;
-    }
-    return 0;
-}
-
-static int field(grr_episode *ep, const char *name, grr_array *a) {
-    grr_field *f = &ep->fields[ep->nfields++];
-    f->name = strdup(name);
-    f->array = *a;
-    memset(a, 0, sizeof *a);
-    return f->name ? 0 : -1;
-}
-
-int grr_legacy_episode(grr_reader *r, grr_writer *w, size_t b, json_t *entry, const char *fn,
-                       size_t pos, grr_episode *ep) {
-    (void)w;
-    (void)b;
-    char where[700];
-    static const char *keys[] = {"observations", "actions", "rewards"};
-    grr_array arr[3];
-    memset(arr, 0, sizeof arr);
-    int rc = 0;
-    for (int k = 0; k < 3 && rc == 0; k++) {
-        snprintf(where, sizeof where, "%s episode %zu %s", fn, pos, keys[k]);
-        json_t *v = json_object_get(entry, keys[k]);
-        rc = v ? legacy_array(r, v, where, &arr[k])
-               : grr_fail(r, "%s episode %zu: missing '%s'", fn, pos, keys[k]);
-    }
-    uint64_t n_obs = rc == 0 && arr[0].ndim ? arr[0].shape[0] : 0;
-    uint64_t steps = n_obs ? n_obs - 1 : 0;
-    grr_array rew = {"<f8", 8, 1, {steps}, steps * 8, NULL};
-    if (rc == 0) {
-        uint64_t count = 1;
-        for (int i = 0; i < arr[2].ndim; i++) count *= arr[2].shape[i];
-        if (steps && count != steps)
-            rc = grr_fail(r, "%s episode %zu: %llu rewards for %llu observations", fn, pos,
-                          (unsigned long long)count, (unsigned long long)n_obs);
-        rew.data = malloc(steps ? steps * 8 : 1);
-        if (rc == 0 && !rew.data) rc = grr_fail(r, "%s: out of memory", fn);
-        for (uint64_t i = 0; rc == 0 && i < steps; i++) {
-            double d;
-            if (element_double(&arr[2], i, &d) < 0)
-                rc = grr_fail(r, "%s episode %zu: rewards of dtype %s (not supported by this "
-                                 "reader)", fn, pos, arr[2].dtype);
-            memcpy(rew.data + 8 * i, &d, 8);
-        }
-    }
-    if (rc == 0 && arr[1].ndim == 2 && arr[1].shape[0] == 1 && arr[1].shape[1] == 0) {
-        arr[1].ndim = 1; /* gym-recording wrote np.array([[]]) for "no actions" */
-        arr[1].shape[0] = 0;
-    }
-    grr_array flags[2] = {{"|b1", 1, 1, {steps}, steps, calloc(steps ? steps : 1, 1)},
-                          {"|b1", 1, 1, {steps}, steps, calloc(steps ? steps : 1, 1)}};
-    ep->fields = calloc(5, sizeof *ep->fields);
-    if (rc == 0 && (!ep->fields || !flags[0].data || !flags[1].data))
-        rc = grr_fail(r, "%s: out of memory", fn);
-    if (rc == 0 && (field(ep, "observations", &arr[0]) || field(ep, "actions", &arr[1]) ||
-                    field(ep, "rewards", &rew) || field(ep, "terminations", &flags[0]) ||
-                    field(ep, "truncations", &flags[1])))
-        rc = grr_fail(r, "%s: out of memory", fn);
-    ep->steps = (int64_t)steps;
-    ep->parts = 1;
-    for (int k = 0; k < 3; k++) free(arr[k].data);
-    free(rew.data);
-    free(flags[0].data);
-    free(flags[1].data);
-    return rc;
-}

@@ -82,4 +82,56 @@ int grr_tree_leaves(grr_reader *r, const grr_node *n, json_t *tree, const char *
 /* grr_episode.c */
 int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode *ep);
 
+/* grr_array.c: array references and the .bin files they point into ("Arrays") */
+#define GRR_MAX_CODE_POINT 0x10FFFFu
+typedef struct {
+    grr_dtype dtype;
+    int ndim;
+    uint64_t shape[GRR_MAX_NDIM];
+    uint64_t offset, size;
+    int has_crc;
+    uint32_t crc;
+} ref_t;
+
+/* The .bin file of one entry's batch, opened on first use. */
+typedef struct {
+    grr_reader *r;
+    const char *bin;          /* file name; NULL: legacy (each reference names its file) */
+    int64_t bin_size;         /* the manifest's; -1: not known */
+    int fd;
+    uint64_t file_size;
+} bin_t;
+
+#define bin_open grr_bin_open
+#define bin_close grr_bin_close
+#define is_ref grr_is_ref
+#define parse_ref grr_parse_ref
+#define check_bounds grr_check_bounds
+#define read_ref grr_read_ref
+#define check_codes grr_check_codes
+#define check_value grr_check_value
+#define result_dtype grr_result_dtype
+#define convert grr_convert
+int bin_open(bin_t *f);
+void bin_close(bin_t *f);
+int is_ref(json_t *o);
+int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, const char *file,
+              ref_t *ref);
+int check_codes(grr_reader *r, const ref_t *ref, const unsigned char *p, uint64_t n,
+                const char *where);
+int check_bounds(bin_t *f, const ref_t *ref, const char *where, const char *name);
+int read_ref(bin_t *f, const ref_t *ref, const char *where, const char *name,
+             unsigned char *dest);
+/* numpy's result_type of two dtypes, for the mixes the format allows; -1 for others */
+int result_dtype(const grr_dtype *a, const grr_dtype *b, grr_dtype *out);
+void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
+             unsigned char *dst, uint64_t n);
+
+/* grr_value.c: VALUEs ("Values"); *hashable: whether the value could be a dict key */
+int check_value(bin_t *f, json_t *v, const char *where, int depth, int *hashable);
+
+/* grr_legacy.c */
+int grr_legacy_episode(grr_reader *r, grr_writer *w, size_t b, json_t *entry, const char *fn,
+                       size_t pos, grr_episode *ep);
+
 #endif

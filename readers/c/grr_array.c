@@ -1,0 +1,244 @@
+/* grr: array references, the bytes they point at, and widened leaves ("Arrays", "Trees"). */
+#include "grr_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHUNK (1u << 20)
+
+int bin_open(bin_t *f) {
+    if (f->fd >= 0) return 0;
+    if (grr_open_regular(f->r, f->bin, &f->fd, &f->file_size) < 0) return -1;
+    if (f->bin_size >= 0 && f->file_size != (uint64_t)f->bin_size)
+        return grr_fail(f->r, "%s: file has %llu bytes, the manifest says %lld", f->bin,
+                        (unsigned long long)f->file_size, (long long)f->bin_size);
+    return 0;
+}
+
+void bin_close(bin_t *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+}
+
+int is_ref(json_t *o) {
+    return json_is_object(o) &&
+           json_is_string(json_object_get(o, "__type")) &&
+           !strcmp(json_string_value(json_object_get(o, "__type")), "ndarray");
+}
+
+/* Checks an array reference against everything but the file (see "Arrays"). */
+int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, const char *file,
+                     ref_t *ref) {
+    json_t *order = json_object_get(o, "order");
+    if (order && (!json_is_string(order) || strcmp(json_string_value(order), "C")))
+        return grr_fail(r, "%s: only C order is supported", where);
+    const char *name = grr_string(json_object_get(o, "npyfile"));
+    if (!name || !grr_plain_name(name))
+        return grr_fail(r, "%s: npyfile is not a plain file name in the directory", where);
+    if (file && strcmp(name, file))
+        return grr_fail(r, "%s: npyfile '%s' is not this batch's '%s'", where, name, file);
+    const char *dt = grr_string(json_object_get(o, "dtype"));
+    if (!dt || grr_parse_dtype(dt, &ref->dtype) < 0)
+        return grr_fail(r, "%s: unsupported dtype", where);
+    json_t *shape = json_object_get(o, "shape");
+    if (!json_is_array(shape) || json_array_size(shape) > GRR_MAX_NDIM)
+        return grr_fail(r, "%s: shape must be a list of at most %d integers", where,
+                        GRR_MAX_NDIM);
+    ref->ndim = (int)json_array_size(shape);
+    uint64_t nonzero = 1, count = 1;
+    for (int i = 0; i < ref->ndim; i++) {
+        json_t *d = json_array_get(shape, (size_t)i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0 ||
+            (uint64_t)json_integer_value(d) > GRR_MAX_DIM)
+            return grr_fail(r, "%s: every dimension must be an integer in [0, 2^48]", where);
+        uint64_t dim = (uint64_t)json_integer_value(d);
+        ref->shape[i] = dim;
+        if (dim == 0) count = 0;
+        else if (nonzero <= GRR_MAX_DIM)
+            nonzero = dim > GRR_MAX_DIM / nonzero ? GRR_MAX_DIM + 1 : nonzero * dim;
+    }
+    if (nonzero > GRR_MAX_DIM || nonzero * ref->dtype.itemsize > GRR_MAX_DIM)
+        return grr_fail(r, "%s: shape of %s has too many elements", where, ref->dtype.str);
+    if (count) count = nonzero;
+    int64_t off, size;
+    if (!grr_get_int(o, "npyoff", &off) || off < 0)
+        return grr_fail(r, "%s: npyoff must be an integer >= 0", where);
+    if (aligned && off % GRR_ALIGNMENT)
+        return grr_fail(r, "%s: npyoff %lld is not a multiple of %d", where, (long long)off,
+                        GRR_ALIGNMENT);
+    if (!grr_get_int(o, "size", &size) || size < 0)
+        return grr_fail(r, "%s: size must be an integer >= 0", where);
+    if ((uint64_t)size != count * ref->dtype.itemsize)
+        return grr_fail(r, "%s: size %lld does not match the shape of %s", where,
+                        (long long)size, ref->dtype.str);
+    json_t *crc = json_object_get(o, "crc32");
+    ref->has_crc = crc && !json_is_null(crc);
+    if (ref->has_crc) {
+        if (!json_is_integer(crc) || json_integer_value(crc) < 0 ||
+            json_integer_value(crc) > 0xFFFFFFFFll)
+            return grr_fail(r, "%s: crc32 must be an integer in [0, 2^32)", where);
+        ref->crc = (uint32_t)json_integer_value(crc);
+    }
+    ref->offset = (uint64_t)off;
+    ref->size = (uint64_t)size;
+    return 0;
+}
+
+/* Checks bytes read for an array: <U holds code points only. */
+int check_codes(grr_reader *r, const ref_t *ref, const unsigned char *p, uint64_t n,
+                       const char *where) {
+    if (ref->dtype.kind != 'U') return 0;
+    for (uint64_t i = 0; i + 4 <= n; i += 4) {
+        uint32_t c = ref->dtype.order == '>'
+                         ? (uint32_t)p[i] << 24 | (uint32_t)p[i + 1] << 16 | p[i + 2] << 8 | p[i + 3]
+                         : (uint32_t)p[i + 3] << 24 | (uint32_t)p[i + 2] << 16 | p[i + 1] << 8 | p[i];
+        if (c > GRR_MAX_CODE_POINT)
+            return grr_fail(r, "%s: %s array holds values that are not Unicode code points",
+                            where, ref->dtype.str);
+    }
+    return 0;
+}
+
+int check_bounds(bin_t *f, const ref_t *ref, const char *where, const char *name) {
+    if (ref->offset > f->file_size || ref->size > f->file_size - ref->offset)
+        return grr_fail(f->r, "%s: bytes %llu..%llu lie outside %s (%llu bytes)", where,
+                        (unsigned long long)ref->offset,
+                        (unsigned long long)(ref->offset + ref->size), name,
+                        (unsigned long long)f->file_size);
+    return 0;
+}
+
+/* Reads an array's bytes into dest (or only checks them, dest NULL), checking its CRC-32 when
+ * verifying and its code points. */
+int read_ref(bin_t *f, const ref_t *ref, const char *where, const char *name,
+                    unsigned char *dest) {
+    if (check_bounds(f, ref, where, name) < 0) return -1;
+    unsigned char *chunk = dest ? NULL : malloc(CHUNK);
+    if (!dest && !chunk) return grr_fail(f->r, "%s: out of memory", where);
+    uint32_t crc = 0;
+    int rc = 0;
+    for (uint64_t done = 0; done < ref->size && rc == 0;) {
+        uint64_t n = ref->size - done;
+        if (!dest && n > CHUNK) n = CHUNK;
+        unsigned char *p = dest ? dest + done : chunk;
+        rc = grr_pread_all(f->r, f->fd, name, ref->offset + done, p, n);
+        if (rc == 0) rc = check_codes(f->r, ref, p, n, where);
+        if (rc == 0) crc = grr_crc32(crc, p, n);
+        done += n;
+    }
+    free(chunk);
+    if (rc == 0 && f->r->verify && ref->has_crc && crc != ref->crc)
+        return grr_fail(f->r, "%s: CRC-32 of the array's bytes does not match", where);
+    return rc;
+}
+
+
+/* ---- widened leaves: numpy's result_type of the parts' dtypes, and the conversion -------- */
+
+static int float_size_for_int(size_t n) { return n == 1 ? 2 : n == 2 ? 4 : 8; }
+
+/* numpy's np.result_type(a, b) for the kinds b, i, u, f (and U with U, S with S); -1 for mixes
+ * the format refuses, and for complex and half/long double results this reader leaves out. */
+int result_dtype(const grr_dtype *a, const grr_dtype *b, grr_dtype *out) {
+    char text[16];
+    if (!strcmp(a->str, b->str)) {
+        *out = *a;
+        return 0;
+    }
+    if (strchr("US", a->kind) || strchr("US", b->kind)) {
+        if (a->kind != b->kind) return -1;
+        size_t chars = (a->itemsize > b->itemsize ? a->itemsize : b->itemsize) /
+                       (a->kind == 'U' ? 4 : 1);
+        snprintf(text, sizeof text, "<%c%zu", a->kind, chars);
+        return grr_parse_dtype(text, out);
+    }
+    if (!strchr("biuf", a->kind) || !strchr("biuf", b->kind)) return -1;
+    if ((a->kind == 'f' && (a->itemsize == 2 || a->itemsize > 8)) ||
+        (b->kind == 'f' && (b->itemsize == 2 || b->itemsize > 8)))
+        return -1;
+    char kind;
+    size_t size;
+    if (a->kind == 'b' || b->kind == 'b') {
+        const grr_dtype *o = a->kind == 'b' ? b : a;
+        kind = o->kind;
+        size = o->itemsize;
+    } else if (a->kind == b->kind) {
+        kind = a->kind;
+        size = a->itemsize > b->itemsize ? a->itemsize : b->itemsize;
+    } else if (a->kind == 'f' || b->kind == 'f') {
+        const grr_dtype *f = a->kind == 'f' ? a : b, *n = a->kind == 'f' ? b : a;
+        kind = 'f';
+        size = (size_t)float_size_for_int(n->itemsize);
+        if (f->itemsize > size) size = f->itemsize;
+    } else {
+        const grr_dtype *i = a->kind == 'i' ? a : b, *u = a->kind == 'i' ? b : a;
+        if (i->itemsize > u->itemsize) {
+            kind = 'i';
+            size = i->itemsize;
+        } else if (u->itemsize < 8) {
+            kind = 'i';
+            size = 2 * u->itemsize;
+        } else {
+            kind = 'f';
+            size = 8;
+        }
+    }
+    if (kind == 'f' && size == 2) return -1;
+    snprintf(text, sizeof text, "<%c%zu", kind, size);
+    return grr_parse_dtype(text, out);
+}
+
+/* Converts n elements from one dtype to a wider one (as numpy's astype does for these). */
+void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
+                    unsigned char *dst, uint64_t n) {
+    size_t fs = from->itemsize, ts = to->itemsize;
+    if (strchr("US", to->kind)) {
+        for (uint64_t i = 0; i < n; i++) {
+            memset(dst + i * ts, 0, ts);
+            if (from->order == '>' && to->kind == 'U') {
+                for (size_t k = 0; k < fs; k += 4)
+                    for (int j = 0; j < 4; j++) dst[i * ts + k + (size_t)j] = src[i * fs + k + 3 - (size_t)j];
+            } else {
+                memcpy(dst + i * ts, src + i * fs, fs);
+            }
+        }
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char b[8] = {0};
+        for (size_t k = 0; k < fs; k++) b[k] = src[i * fs + (from->order == '>' ? fs - 1 - k : k)];
+        uint64_t u = 0;
+        for (size_t k = 0; k < fs; k++) u |= (uint64_t)b[k] << (8 * k);
+        double d = 0;
+        int64_t si = 0;
+        if (from->kind == 'f') {
+            if (fs == 4) {
+                float f;
+                uint32_t u32 = (uint32_t)u;
+                memcpy(&f, &u32, 4);
+                d = f;
+            } else {
+                memcpy(&d, &u, 8);
+            }
+        } else if (from->kind == 'i') {
+            si = fs < 8 && (u >> (8 * fs - 1)) & 1 ? (int64_t)(u | (~0ull << (8 * fs))) : (int64_t)u;
+            d = (double)si;
+        } else {
+            si = (int64_t)u;
+            d = (double)u;
+        }
+        unsigned char *out = dst + i * ts;
+        if (to->kind == 'f' && ts == 4) {
+            float f = (float)d;
+            memcpy(out, &f, 4);
+        } else if (to->kind == 'f') {
+            memcpy(out, &d, 8);
+        } else {
+            uint64_t v = (uint64_t)si;
+            for (size_t k = 0; k < ts; k++) out[k] = (unsigned char)(v >> (8 * k));
+        }
+    }
+}
+
