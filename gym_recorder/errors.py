@@ -9,6 +9,7 @@ __all__ = [
     "UnsupportedValueError",
     "WriteError",
     "RecordingClosedError",
+    "StorageError",
 ]
 
 
@@ -34,3 +35,7 @@ class WriteError(RecorderError, OSError):
 
 class RecordingClosedError(RecorderError, RuntimeError):
     """The recorder or reader was used after ``close()``."""
+
+
+class StorageError(RecorderError, OSError):
+    """Object storage could not be used: unreachable, credentials refused (the message names the URL)."""

@@ -25,6 +25,8 @@ if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder, not inst
 
 import sample_envs  # noqa: E402,F401  (registers the sample env ids)
 
+pytest_plugins = ["services"]  # the Ray cluster and S3 server fixtures (tests/services.py)
+
 
 class TruthEpisode:
     """What the env returned during one episode, deep-copied when it was returned."""
