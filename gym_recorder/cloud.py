@@ -222,9 +222,17 @@ class FsspecStorage:
         out = memoryview(out).cast("B")
         out[:] = self.read_range(name, offset, out.nbytes)
 
+    def forget(self) -> None:
+        """Forgets cached sizes and listings, so that objects replaced since are seen anew."""
+        self._sizes = None
+        try:
+            self.fs.invalidate_cache(self._root)
+        except Exception:  # noqa: BLE001  (a filesystem without a cache)
+            pass
+
     def close(self) -> None:
         """Forgets the cached listing (the filesystem object is shared by fsspec)."""
-        self._sizes = None
+        self.forget()
 
     def __repr__(self) -> str:
         return f"FsspecStorage({self.location!r})"

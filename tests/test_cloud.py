@@ -235,3 +235,41 @@ def test_killed_push_leaves_the_remote_readable(s3, tmp_path):
     again = cloud.push(d, s3.url("k"))
     assert again.uploaded == len(new_batches) - len(remote - set(pushed))
     assert {os.path.basename(n) for n in fs.ls(s3.url("k"))} == set(local_files(d))
+
+
+def assert_episodes_equal(a, b):
+    assert len(a) == len(b)
+    for i in range(len(a)):
+        x, y = a[i], b[i]
+        for name in ("observations", "actions", "rewards", "terminations", "truncations"):
+            u, v = getattr(x, name), getattr(y, name)
+            assert u.dtype == v.dtype and u.shape == v.shape and u.tobytes() == v.tobytes(), \
+                f"episode {i} {name}"
+        assert (x.infos, x.seed, x.end, x.writer, x.env_id) == \
+            (y.infos, y.seed, y.end, y.writer, y.env_id)
+
+
+def test_reader_at_an_s3_url_equals_the_local_reader_and_reads_ranges(s3, tmp_path):
+    cloud = _cloud()
+    d = tmp_path / "rec"
+    record_images(d, episodes=4, size=48, length=40, target=400_000)
+    cloud.push(d, s3.url("img"))
+    with RecordingReader(d) as local, \
+            RecordingReader(s3.url("img"), storage_options=s3.options) as remote:
+        assert isinstance(remote.storage, cloud.FsspecStorage)
+        assert_episodes_equal(local, remote)
+        assert remote.observation_space == local.observation_space
+    # One episode of a fresh reader fetches the manifests, its batch JSON and about its own
+    # arrays: far less than the recording.
+    bins = sum(os.path.getsize(d / n) for n in os.listdir(d) if n.endswith(".bin"))
+    jsons = sum(os.path.getsize(d / n) for n in os.listdir(d) if n.endswith(".json"))
+    with RecordingReader(s3.url("img"), storage_options=s3.options) as remote:
+        ep = remote[2]
+        own = sum(a.nbytes for a in (ep.observations, ep.actions, ep.rewards,
+                                     ep.terminations, ep.truncations))
+        fetched = remote.storage.bytes_read
+        assert own < fetched < own + jsons + (64 << 10), (own, fetched, bins)
+        assert fetched < bins / 2
+    # A URL with file:// reads the same.
+    with RecordingReader(d) as local, RecordingReader(f"file://{d}") as viafile:
+        assert_episodes_equal(local, viafile)
