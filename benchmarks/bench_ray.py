@@ -87,6 +87,35 @@ def ray_pass(location: str) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
+def ray_floor_pass(tasks: int, steps: int) -> tuple[float, int]:
+    """Ray Data's own floor: the same number of read tasks, each yielding a block of the same
+    columns (obs and next_obs frames, zeros) without reading anything."""
+    import ray.data
+    from ray.data.block import BlockAccessor, BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    def block() -> list:
+        frames = np.zeros((steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
+        return [BlockAccessor.batch_to_block({"obs": frames[:-1], "next_obs": frames[1:]})]
+
+    class Zeros(Datasource):
+        def estimate_inmemory_data_size(self) -> int:
+            return tasks * 2 * steps * SIZE * SIZE * 3
+
+        def get_read_tasks(self, parallelism: int, per_task_row_limit=None,
+                           data_context=None) -> list:
+            return [ReadTask(block, BlockMetadata(steps, 2 * steps * SIZE * SIZE * 3, None,
+                                                  None)) for _ in range(tasks)]
+
+    t0 = time.perf_counter()
+    n = 0
+    ds = ray.data.read_datasource(Zeros())
+    ds.context.execution_options.preserve_order = True
+    for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
+        n += batch["obs"].nbytes + batch["next_obs"].nbytes
+    return time.perf_counter() - t0, n
+
+
 def line(name: str, seconds: float, nbytes: int) -> float:
     rate = nbytes / seconds / 1e6
     print(f"  {name:<34} {seconds:8.2f} s  {nbytes / 1e6:9.1f} MB  {rate:9.1f} MB/s")
@@ -118,16 +147,23 @@ def main() -> None:
                  runtime_env={"env_vars": {"PYTHONPATH": REPO}})
         try:
             ray_pass(d)  # start the workers once, untimed
-            best_reader = best_ray = 0.0
+            with RecordingReader(d) as reader:
+                tasks = len(reader.batches())
+                steps = round(sum(s.length for s in reader.summaries()) / tasks)
+            best_reader = best_ray = best_floor = 0.0
             print("1. read_recording (Ray, 2 CPUs) vs RecordingReader, local, page cache")
             for _ in range(args.repeats):
                 best_reader = max(best_reader, line("RecordingReader", *reader_pass(d)))
                 best_ray = max(best_ray, line("read_recording iter_batches", *ray_pass(d)))
+                best_floor = max(best_floor, line(f"Ray floor ({tasks} tasks of zeros)",
+                                                  *ray_floor_pass(tasks, steps)))
         finally:
             ray.shutdown()
         ratio = best_ray / best_reader
         print(f"  ratio Ray / reader {ratio:.2f} (target >= {RAY_TARGET:.2f}): "
               f"{'ok' if ratio >= RAY_TARGET else 'MISS'}")
+        print(f"  ratio Ray / Ray floor {best_ray / best_floor:.2f} (information: what Ray "
+              f"Data itself moves here)")
 
         if not args.skip_s3:
             s3_part(d, min(args.s3_episodes, episodes), args.repeats)

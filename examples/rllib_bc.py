@@ -3,7 +3,7 @@
 RLlib pins its own Gymnasium and needs torch, so run this in its own environment::
 
     python -m venv /tmp/rllib && /tmp/rllib/bin/pip install "ray[rllib]" torch atomicwrites
-    PYTHONPATH=. /tmp/rllib/bin/python examples/rllib_bc.py --iterations 10
+    PYTHONPATH=. /tmp/rllib/bin/python examples/rllib_bc.py --iterations 10 --updates 20
 
 What it does:
 
@@ -39,6 +39,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes-per-worker", type=int, default=10)
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--updates", type=int, default=20,
+                        help="BC updates (batches of 1024 steps) per iteration")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
 
@@ -55,7 +57,9 @@ def main() -> None:
     parquet = os.path.join(work, "demos_parquet")
     evals = os.path.join(work, "eval_recording")
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ray.init(num_cpus=2, include_dashboard=False,
+    # 4 logical CPUs (on 2 cores): the evaluation EnvRunner, the OfflinePreLearner actor and
+    # the read tasks each hold one, and with 2 the read tasks would wait forever.
+    ray.init(num_cpus=4, include_dashboard=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
                  [here, os.environ.get("PYTHONPATH", "")])}})
 
@@ -75,7 +79,8 @@ def main() -> None:
     config = (
         BCConfig()
         .environment("CartPole-v1")
-        .offline_data(input_=[parquet], dataset_num_iters_per_learner=1,
+        .env_runners(num_env_runners=0)
+        .offline_data(input_=[parquet], dataset_num_iters_per_learner=args.updates,
                       map_batches_kwargs={"concurrency": 1, "num_cpus": 1},
                       iter_batches_kwargs={"prefetch_batches": 1})
         .training(lr=0.0008, train_batch_size_per_learner=1024)

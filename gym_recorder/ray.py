@@ -6,7 +6,10 @@ Install with ``pip install "gym_recorder[ray]"`` (``ray[data]``); add ``[cloud]`
   with one read task per committed batch. The tasks are fixed when the dataset is made, from the
   manifests (never by listing files): a dataset is a snapshot, so a batch committed afterwards is
   wholly absent from it (and wholly present in a dataset made later), and a batch being written is
-  never seen half. Rows come in the reader's order whatever Ray's scheduling.
+  never seen half. Rows come in the reader's order whatever Ray's scheduling: batch by batch as
+  ``reader.batches()`` lists them, by episode and step inside a batch. For single-env writers
+  that is exactly the order of iterating the reader, episode by episode, step by step; the
+  sub-envs of a vector writer interleave batch by batch, as they were committed.
 - :func:`record_parallel` records an env with ``num_workers`` Ray actors into one directory.
 - :func:`to_rllib` renames step columns to RLlib's offline-data columns.
 
@@ -191,8 +194,8 @@ def _parts(spec: _TaskSpec, info: Any) -> dict[int, list]:
     with _READERS_LOCK:
         try:
             parts = reader.read_batch(info)
-        except RecorderError:
-            reader.refresh()  # opened before the snapshot was taken: learn its batches
+        except ValueError:  # not a batch of this reader (a FormatError is one too)
+            reader.refresh()  # it was opened before the snapshot was taken: learn its batches
             parts = reader.read_batch(info)
     new = sorted({p.episode for p in parts})
     if len(new) != len(info.episodes):
