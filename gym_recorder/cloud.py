@@ -363,6 +363,9 @@ def push(directory: str | os.PathLike, url: str, *, storage_options: dict | None
                 continue
             try:
                 fs.put_file(local, f"{root}/{fname}")
+            except FileNotFoundError as e:
+                raise StorageError(f"{base}/{fname}: cannot be written (no such bucket or "
+                                   f"directory: {e})") from e
             except Exception as e:  # noqa: BLE001
                 raise storage_error(e, f"{base}/{fname}", "uploading") from e
             uploaded += 1

@@ -273,3 +273,12 @@ def test_reader_at_an_s3_url_equals_the_local_reader_and_reads_ranges(s3, tmp_pa
     # A URL with file:// reads the same.
     with RecordingReader(d) as local, RecordingReader(f"file://{d}") as viafile:
         assert_episodes_equal(local, viafile)
+
+
+def test_push_to_a_missing_bucket_is_named(s3, tmp_path):
+    cloud = _cloud()
+    d = tmp_path / "rec"
+    record_cartpole(d, episodes=1)
+    with pytest.raises(StorageError, match=r"s3://no-such-bucket-q1/r/.*\.bin: cannot be "
+                                           r"written \(no such bucket"):
+        cloud.push(d, "s3://no-such-bucket-q1/r")
