@@ -2,7 +2,7 @@
 
 RLlib pins its own Gymnasium and needs torch, so run this in its own environment::
 
-    python -m venv /tmp/rllib && /tmp/rllib/bin/pip install "ray[rllib]" torch atomicwrites
+    python -m venv /tmp/rllib && /tmp/rllib/bin/pip install "ray[rllib]" torch==2.13.0 atomicwrites
     PYTHONPATH=. /tmp/rllib/bin/python examples/rllib_bc.py --iterations 10 --updates 20
 
 What it does:
