@@ -143,6 +143,9 @@ class FsspecStorage:
         try:
             self.fs.invalidate_cache(self._root)
             entries = self.fs.ls(self._root, detail=True)
+        except FileNotFoundError as e:
+            raise FormatError(f"{self.location}: no recording there (no such bucket or "
+                              f"prefix)") from e
         except Exception as e:  # noqa: BLE001  (every filesystem has its own errors)
             raise storage_error(e, self.location, "listing") from e
         sizes = {}

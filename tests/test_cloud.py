@@ -160,9 +160,11 @@ def test_unreachable_refused_and_missing_are_named(s3, tmp_path):
     assert "\n" not in str(e.value)
     with pytest.raises(StorageError, match="cannot be reached"):
         cloud.FsspecStorage(s3.url("x"), opts)
-    # No such bucket: nothing there.
-    with pytest.raises(FormatError, match=r"s3://no-such-bucket-zz/r: no such object"):
-        cloud.FsspecStorage("s3://no-such-bucket-zz/r", s3.options).read_range("a.bin", 0, 1)
+    # No such bucket, or nothing under the prefix: no recording there.
+    with pytest.raises(FormatError, match=r"s3://no-such-bucket-zz/r: no recording there"):
+        cloud.FsspecStorage("s3://no-such-bucket-zz/r", s3.options)
+    with pytest.raises(FormatError, match=r"s3://.*/nothing-here: no recording there"):
+        RecordingReader(s3.url("nothing-here"), storage_options=s3.options)
     # Credentials refused: moto checks them once its IAM auth is switched on.
     import urllib.request
 

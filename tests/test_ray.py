@@ -233,3 +233,54 @@ def test_read_recording_from_s3_equals_the_local_reader(s3, tmp_path):
         assert_steps_equal(gr_ray.read_recording(s3.url("img"), storage_options=opts), reader)
         assert_episodes_equal(gr_ray.read_recording(s3.url("img"), granularity="episode",
                                                     storage_options=opts), reader)
+
+
+class DiesAtStep(gym.Wrapper):
+    """CartPole that kills its process at step ``at`` of the episode reset with ``seed``."""
+
+    def __init__(self, env, seed, at):
+        super().__init__(env)
+        self.doomed, self.at, self.t, self.armed = seed, at, 0, False
+
+    def reset(self, *, seed=None, options=None):
+        self.armed = seed == self.doomed
+        self.t = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        import os
+        import time
+
+        self.t += 1
+        if self.armed and self.t == self.at:
+            time.sleep(1.0)  # the recorder's background thread commits what it flushed
+            os._exit(1)
+        time.sleep(0.02)
+        return self.env.step(action)
+
+
+def test_a_dying_worker_loses_at_most_its_flush_interval(tmp_path):
+    gr_ray = _ray_mod()
+    d = tmp_path / "dies"
+    doomed = gr_ray.worker_seeds(5, 3)[1]
+    summary = gr_ray.record_parallel(lambda: DiesAtStep(gym.make("CartPole-v1"), doomed, 6), d,
+                                     num_workers=3, episodes_per_worker=2, seed=5,
+                                     recorder_kwargs={"flush_interval": 0.01})
+    assert list(summary.failures) == [1] and summary.writers[1] is None
+    assert summary.episodes == 4
+    with RecordingReader(d) as reader:
+        assert len(reader.writers) == 3
+        done = [ep for ep in reader if ep.writer in summary.writers]
+        assert len(done) == 4 and all(ep.end in ("terminated", "truncated") for ep in done)
+        lost = [ep for ep in reader if ep.writer not in summary.writers]
+        assert len(lost) == 1 and lost[0].seed == doomed and lost[0].end is None
+        # Steps 1..5 were taken (CartPole cannot end sooner), each committed within 0.01 s: at
+        # most the last one is lost.
+        assert 4 <= len(lost[0]) <= 5
+        env = gym.make("CartPole-v1")
+        env.action_space.seed(doomed)
+        obs, _ = env.reset(seed=doomed)
+        np.testing.assert_array_equal(lost[0].observations[0], obs)
+        for t in range(len(lost[0])):
+            obs, *_ = env.step(env.action_space.sample())
+            np.testing.assert_array_equal(lost[0].observations[t + 1], obs)
