@@ -65,7 +65,7 @@ def storage_error(e: BaseException, url: str, doing: str) -> RecorderError:
     """
     if isinstance(e, RecorderError):
         return e
-    chain = []
+    chain: list[BaseException] = []
     cur: BaseException | None = e
     while cur is not None and len(chain) < 8:
         chain.append(cur)
