@@ -525,6 +525,17 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_push(args: argparse.Namespace) -> int:
+    from .cloud import push
+
+    result = push(args.directory, args.url, storage_options=args.storage_options,
+                  progress=None if args.quiet else print)
+    _say(args, f"pushed {args.directory} to {result.url}: {result.uploaded} files uploaded, "
+               f"{result.skipped} already there, {result.manifests} manifests written, "
+               f"{result.bytes_uploaded:,} bytes")
+    return EXIT_OK
+
+
 # -- the parser ----------------------------------------------------------------------------------
 
 def _examples(*lines: str) -> str:
@@ -710,6 +721,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", metavar="H",
                    help="the address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+
+    p = add("push", cmd_push, "upload a recording to object storage (needs gymnasium-recorder[cloud])",
+            "Upload a recording to any fsspec URL (s3://, gs://, file://...), incrementally: "
+            "batches the URL does not hold yet first, then the manifests, so that a reader of "
+            "the URL never sees a manifest naming a missing batch, and an interrupted push "
+            "leaves it readable. A re-run uploads only what is new. The standard environment "
+            "of the filesystem applies (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).",
+            _examples("gym-recorder push rec s3://bucket/rec",
+                      "gym-recorder push rec s3://bucket/rec --storage-options "
+                      "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}'"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("url", help="the destination URL")
+    p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+                   help="a JSON object of options for the fsspec filesystem")
     return parser
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "RecorderWarning",
     "OutsideSpaceWarning",
     "write_error",
+    "StorageError",
 ]
 
 
@@ -58,3 +59,5 @@ def write_error(message: str, cause: BaseException | None) -> WriteError:
     if isinstance(cause, OSError):
         err.errno = cause.errno  # (strerror and filename stay unset: str() stays the message)
     return err
+class StorageError(RecorderError, OSError):
+    """Object storage could not be used: unreachable, credentials refused (the message names the URL)."""

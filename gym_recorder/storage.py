@@ -225,7 +225,7 @@ def open_storage(location: str | os.PathLike | Storage,
             if e.name not in ("gym_recorder.cloud", "fsspec"):
                 raise
             raise ImportError(f"reading {text!r} needs fsspec: pip install "
-                              "'gym_recorder[cloud]'") from e
+                              "'gymnasium-recorder[cloud]'") from e
         return FsspecStorage(text, storage_options)
     if storage_options:
         raise ValueError(f"storage_options apply to URLs only, got {storage_options!r} for the "

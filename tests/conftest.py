@@ -33,6 +33,7 @@ import multiprocessing  # noqa: E402
 multiprocessing.set_start_method(
     "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn",
     force=True)
+pytest_plugins = ["services"]  # the Ray cluster and S3 server fixtures (tests/services.py)
 
 
 class TruthEpisode:

@@ -1,0 +1,286 @@
+"""gym_recorder.ray on a real local Ray cluster (2 CPUs, shared by the session's tests)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gym_recorder import RecordingReader, RecordingWrapper
+from needs import need_module
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+
+
+def _ray_mod():
+    need_module("ray.data", 'pip install "gym_recorder[ray]"')
+    from gym_recorder import ray as gr_ray
+
+    return gr_ray
+
+
+def record(env, directory, episodes, seed, policy=None, target=None):
+    kw = {"target_batch_bytes": target} if target else {}
+    rec = RecordingWrapper(env, directory, **kw)
+    rec.action_space.seed(seed)
+    obs, _ = rec.reset(seed=seed)
+    done = 0
+    while done < episodes:
+        action = policy(obs) if policy else rec.action_space.sample()
+        obs, _, term, trunc, _ = rec.step(action)
+        if term or trunc:
+            done += 1
+            if done < episodes:
+                obs, _ = rec.reset()
+    rec.close()
+
+
+def flat(tree, prefix):
+    if isinstance(tree, dict):
+        return {k2: v2 for k, v in tree.items() for k2, v2 in flat(v, f"{prefix}.{k}").items()}
+    if isinstance(tree, tuple):
+        return {k2: v2 for i, v in enumerate(tree) for k2, v2 in flat(v, f"{prefix}.{i}").items()}
+    return {prefix: tree}
+
+
+def expected_steps(reader, count=None):
+    cols: dict[str, list] = {}
+    for ep in reader:
+        n = len(ep)
+        row = {k: v[:-1] for k, v in flat(ep.observations, "obs").items()}
+        row.update({"next_" + k: v[1:] for k, v in flat(ep.observations, "obs").items()})
+        row.update(flat(ep.actions, "action"))
+        row.update(reward=ep.rewards, terminated=ep.terminations, truncated=ep.truncations,
+                   episode=np.full(n, ep.index, dtype=np.int64),
+                   step=np.arange(n, dtype=np.int64))
+        for k, v in row.items():
+            cols.setdefault(k, []).append(v)
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def dataset_columns(ds):
+    cols: dict[str, list] = {}
+    for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
+        for k, v in batch.items():
+            cols.setdefault(k, []).append(v)
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+def assert_same_array(got, want, where):
+    assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{where}: shape {got.shape} != {want.shape}"
+    assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes(), where
+
+
+def assert_steps_equal(ds, reader):
+    want = expected_steps(reader)
+    got = dataset_columns(ds)
+    assert list(got) == list(want)
+    for k in want:
+        assert_same_array(got[k], want[k], k)
+    return len(want["reward"])
+
+
+def assert_episodes_equal(ds, reader):
+    rows = ds.take_all()
+    assert len(rows) == len(reader)
+    for row, ep in zip(rows, reader):
+        assert row["episode"] == ep.index
+        for k, v in {**flat(ep.observations, "obs"), **flat(ep.actions, "action")}.items():
+            assert_same_array(np.asarray(row[k]), v, f"episode {ep.index} {k}")
+        assert_same_array(np.asarray(row["reward"]), ep.rewards, "reward")
+        assert_same_array(np.asarray(row["terminated"]), ep.terminations, "terminated")
+        assert_same_array(np.asarray(row["truncated"]), ep.truncations, "truncated")
+        assert row["length"] == len(ep) and row["return"] == ep.total_reward
+        assert row["end"] == ep.end and row["writer"] == ep.writer
+        assert row["env_id"] == ep.env_id
+        assert (row["seed"] is None and ep.seed is None) or row["seed"] == ep.seed
+
+
+ENVS = {
+    "cartpole": (lambda: gym.make("CartPole-v1"), 6, None),
+    # Episodes longer than a batch: parts continue across batches (and read tasks).
+    "image": (lambda: gym.make("sample_envs/Image-v0", height=16, width=16, episode_length=30),
+              3, 6_000),
+    "dict": (lambda: gym.make("sample_envs/NestedDict-v0", episode_length=25), 4, 3_000),
+}
+
+
+@pytest.mark.parametrize("name", list(ENVS))
+def test_read_recording_equals_the_reader(name, tmp_path):
+    gr_ray = _ray_mod()
+    make, episodes, target = ENVS[name]
+    d = tmp_path / name
+    record(make(), d, episodes, seed=3, target=target)
+    record(make(), d, 2, seed=4, target=target)  # a second writer
+    with RecordingReader(d) as reader:
+        ds = gr_ray.read_recording(d)
+        steps = assert_steps_equal(ds, reader)
+        assert steps == sum(len(ep) for ep in reader)
+        assert_episodes_equal(gr_ray.read_recording(d, granularity="episode"), reader)
+        if target:  # several batches, each its own read task
+            source = gr_ray.RecordingDatasource(str(d))
+            assert source.tasks == len(reader.batches()) > len(reader)
+
+
+def test_a_dataset_is_a_snapshot_of_the_committed_batches(tmp_path):
+    gr_ray = _ray_mod()
+    d = tmp_path / "live"
+    rec = RecordingWrapper(gym.make("CartPole-v1"), d)
+    rec.action_space.seed(0)
+    rec.reset(seed=0)
+    for _ in range(30):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+    rec.flush()
+    old_steps = gr_ray.read_recording(d)
+    old_eps = gr_ray.read_recording(d, granularity="episode")
+    with RecordingReader(d) as before:
+        want_old = expected_steps(before)
+        old_lengths = [len(ep) for ep in before]
+    for _ in range(25):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+    rec.flush()
+    new_steps = gr_ray.read_recording(d)
+    got_old = dataset_columns(old_steps)  # run after the second batch was committed
+    assert len(got_old["reward"]) == 30
+    for k in want_old:
+        assert_same_array(got_old[k], want_old[k], k)
+    assert [r["length"] for r in old_eps.take_all()] == old_lengths
+    with RecordingReader(d) as after:
+        assert sum(len(ep) for ep in after) == 55
+        assert assert_steps_equal(new_steps, after) == 55
+    rec.close()
+
+
+def test_to_rllib_columns(tmp_path):
+    gr_ray = _ray_mod()
+    d = tmp_path / "cp"
+    record(gym.make("CartPole-v1"), d, 2, seed=1)
+    out = gr_ray.to_rllib(gr_ray.read_recording(d))
+    assert out.columns() == ["obs", "new_obs", "actions", "rewards", "terminateds",
+                             "truncateds", "eps_id", "t"]
+    got = dataset_columns(out)
+    with RecordingReader(d) as reader:
+        want = expected_steps(reader)
+    for ours, theirs in gr_ray.RLLIB_COLUMNS.items():
+        assert_same_array(got[theirs], want[ours], theirs)
+    with pytest.raises(ValueError, match="step dataset"):
+        gr_ray.to_rllib(gr_ray.read_recording(d, granularity="episode"))
+
+
+def test_record_parallel_three_actors_into_one_directory(tmp_path):
+    gr_ray = _ray_mod()
+    d = tmp_path / "par"
+    summary = gr_ray.record_parallel("CartPole-v1", d, num_workers=3, episodes_per_worker=4,
+                                     seed=7)
+    assert summary.failures == {}
+    assert summary.seeds == gr_ray.worker_seeds(7, 3) and len(set(summary.seeds)) == 3
+    assert summary.episodes == 12 and len(set(summary.writers)) == 3
+    with RecordingReader(d) as reader:
+        assert len(reader) == 12 and summary.steps == sum(len(ep) for ep in reader)
+        assert sorted(w["prefix"] for w in reader.writers) == sorted(summary.writers)
+        for k, (prefix, seed) in enumerate(zip(summary.writers, summary.seeds)):
+            eps = [ep for ep in reader if ep.writer == prefix]
+            assert [ep.seed for ep in eps] == [seed, None, None, None]
+            # Ground truth: the same env, seeded and sampled as worker k was, in this process.
+            env = gym.make("CartPole-v1")
+            env.action_space.seed(seed)
+            obs, _ = env.reset(seed=seed)
+            for ep in eps:
+                if ep is not eps[0]:
+                    obs, _ = env.reset()
+                np.testing.assert_array_equal(ep.observations[0], obs)
+                for t in range(len(ep)):
+                    action = env.action_space.sample()
+                    assert ep.actions[t] == action
+                    obs, reward, term, trunc, _ = env.step(action)
+                    np.testing.assert_array_equal(ep.observations[t + 1], obs)
+                assert term or trunc
+
+
+def test_record_parallel_with_a_creator_and_policy(tmp_path):
+    gr_ray = _ray_mod()
+    from sample_envs.envs import ImageEnv
+
+    d = tmp_path / "img"
+    summary = gr_ray.record_parallel(lambda: ImageEnv(height=8, width=8, episode_length=5), d,
+                                     num_workers=2, episodes_per_worker=2, seed=11,
+                                     policy=lambda obs: int(obs[0, 0, 0]) % 4)
+    assert summary.failures == {} and summary.episodes == 4 and summary.steps == 20
+    with RecordingReader(d) as reader:
+        for ep in reader:
+            assert ep.observations.shape == (6, 8, 8, 3)
+            assert list(ep.actions) == [int(o[0, 0, 0]) % 4 for o in ep.observations[:-1]]
+    with pytest.raises(ValueError, match="num_workers"):
+        gr_ray.record_parallel("CartPole-v1", d, num_workers=0, episodes_per_worker=1)
+
+
+def test_read_recording_from_s3_equals_the_local_reader(s3, tmp_path):
+    gr_ray = _ray_mod()
+    from gym_recorder.cloud import push
+
+    d = tmp_path / "img"
+    make, episodes, target = ENVS["image"]
+    record(make(), d, episodes, seed=5, target=target)
+    push(d, s3.url("img"))
+    # Ray's workers were started before this test set the AWS environment: pass it all.
+    opts = {"endpoint_url": s3.endpoint, "key": "testing", "secret": "testing"}
+    with RecordingReader(d) as reader:
+        assert_steps_equal(gr_ray.read_recording(s3.url("img"), storage_options=opts), reader)
+        assert_episodes_equal(gr_ray.read_recording(s3.url("img"), granularity="episode",
+                                                    storage_options=opts), reader)
+
+
+class DiesAtStep(gym.Wrapper):
+    """CartPole that kills its process at step ``at`` of the episode reset with ``seed``."""
+
+    def __init__(self, env, seed, at):
+        super().__init__(env)
+        self.doomed, self.at, self.t, self.armed = seed, at, 0, False
+
+    def reset(self, *, seed=None, options=None):
+        self.armed = seed == self.doomed
+        self.t = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        import os
+        import time
+
+        self.t += 1
+        if self.armed and self.t == self.at:
+            time.sleep(1.0)  # the recorder's background thread commits what it flushed
+            os._exit(1)
+        time.sleep(0.02)
+        return self.env.step(action)
+
+
+def test_a_dying_worker_loses_at_most_its_flush_interval(tmp_path):
+    gr_ray = _ray_mod()
+    d = tmp_path / "dies"
+    doomed = gr_ray.worker_seeds(5, 3)[1]
+    summary = gr_ray.record_parallel(lambda: DiesAtStep(gym.make("CartPole-v1"), doomed, 6), d,
+                                     num_workers=3, episodes_per_worker=2, seed=5,
+                                     recorder_kwargs={"flush_interval": 0.01})
+    assert list(summary.failures) == [1] and summary.writers[1] is None
+    assert summary.episodes == 4
+    with RecordingReader(d) as reader:
+        assert len(reader.writers) == 3
+        done = [ep for ep in reader if ep.writer in summary.writers]
+        assert len(done) == 4 and all(ep.end in ("terminated", "truncated") for ep in done)
+        lost = [ep for ep in reader if ep.writer not in summary.writers]
+        assert len(lost) == 1 and lost[0].seed == doomed and lost[0].end is None
+        # Steps 1..5 were taken (CartPole cannot end sooner), each committed within 0.01 s: at
+        # most the last one is lost.
+        assert 4 <= len(lost[0]) <= 5
+        env = gym.make("CartPole-v1")
+        env.action_space.seed(doomed)
+        obs, _ = env.reset(seed=doomed)
+        np.testing.assert_array_equal(lost[0].observations[0], obs)
+        for t in range(len(lost[0])):
+            obs, *_ = env.step(env.action_space.sample())
+            np.testing.assert_array_equal(lost[0].observations[t + 1], obs)
