@@ -34,3 +34,15 @@ class WriteError(RecorderError, OSError):
 
 class RecordingClosedError(RecorderError, RuntimeError):
     """The recorder or reader was used after ``close()``."""
+
+
+class EmptySelectionError(RecorderError, ValueError):
+    """A selection of episodes (or a split, a sample, a window length) matches nothing."""
+
+
+class OutputExistsError(RecorderError, FileExistsError):
+    """An export's output already exists; nothing was written."""
+
+
+class UnsupportedSpaceError(RecorderError, TypeError):
+    """A space (ours or a Minari dataset's) cannot be represented in the requested format."""
