@@ -39,10 +39,6 @@ def _row(tree: Any, k: int) -> Any:
     return tree_map(lambda leaf: leaf[k], tree)
 
 
-def _rows(tree: Any, lo: int, hi: int) -> Any:
-    return tree_map(lambda leaf: leaf[lo:hi], tree)
-
-
 class _RecordingDataset:
     """Location, selection and per-process reader shared by the datasets."""
 
