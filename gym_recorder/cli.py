@@ -2,8 +2,8 @@
 
 Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
 ``repair``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each one's options and
-examples. Exit status 0 means success, 1 an error (one line on stderr, no traceback) or a failed check, 2 a usage error,
-130 an interrupted ``record`` (what was recorded is kept).
+examples. Exit status 0 means success, 1 an error (one line on stderr, no traceback) or a failed
+check, 2 a usage error, 130 an interrupted ``record`` (what was recorded is kept).
 """
 
 from __future__ import annotations
