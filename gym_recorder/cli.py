@@ -581,7 +581,7 @@ def cmd_export_training(args: argparse.Namespace) -> int:
 
     r = export_parquet(args.directory, args.output,
                        max_file_bytes=args.max_file_bytes or DEFAULT_MAX_FILE_BYTES)
-    _say(args, f"wrote {r['path']}: {r['episodes']} episodes, {r['steps']} steps in "
+    _say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")
     return EXIT_OK
@@ -592,7 +592,7 @@ def cmd_import_minari(args: argparse.Namespace) -> int:
 
     r = import_minari(args.dataset, args.directory)
     _say(args, f"imported {r['episodes']} episodes, {r['steps']} steps of Minari dataset "
-               f"{r['dataset_id']} into {r['path']}")
+               f"{r['dataset_id']} into {args.directory}")
     return EXIT_OK
 
 

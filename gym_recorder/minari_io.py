@@ -20,6 +20,7 @@ import inspect
 import os
 import secrets
 import shutil
+import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -203,7 +204,10 @@ def export_minari(directory: str | os.PathLike, dataset_id: str, *,
         saved = os.environ.get("MINARI_DATASETS_PATH")
         try:
             os.environ["MINARI_DATASETS_PATH"] = tmp_root
-            minari.create_dataset_from_buffers(dataset_id, buffers, **kwargs)
+            with warnings.catch_warnings():
+                # Minari warns about each metadata field left None (author, permalink, ...)
+                warnings.filterwarnings("ignore", category=UserWarning, module=r"minari\.")
+                minari.create_dataset_from_buffers(dataset_id, buffers, **kwargs)
             os.environ.pop("MINARI_DATASETS_PATH")
             if saved is not None:
                 os.environ["MINARI_DATASETS_PATH"] = saved

@@ -155,3 +155,24 @@ def test_windows_masks_and_complete_only(cartpole):
         windows(t, max(lengths) + 1)
     with pytest.raises(ValueError, match="stride must be a positive int"):
         windows(t, 4, 0)
+
+
+def test_readme_training_example_runs(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    from gym_recorder import cli
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+               if "from gym_recorder.transitions import transitions" in b]
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["record", "CartPole-v1", "--episodes", "10", "--directory",
+                     "recordings/cartpole", "--seed", "0", "-q"]) == 0
+    scope: dict = {}
+    exec(compile(block, "README.md (Training)", "exec"), scope)
+    t, seq, batch = scope["t"], scope["seq"], scope["batch"]
+    assert set(t.episode.tolist()) == set(scope["train"])
+    assert not set(scope["train"]) & set(scope["val"])
+    assert seq["obs"].shape == (32, 8, 4) and seq["mask"].shape == (32, 8)
+    assert batch["obs"].shape == (256, 4) and batch["obs"].dtype == np.float32
