@@ -58,8 +58,8 @@ class _RecordingDataset:
         self.episodes = np.asarray(chosen, dtype=np.int64)
         if len(self.episodes) == 0:
             raise EmptySelectionError(f"no episodes selected in {self.location}")
-        self.lengths = np.asarray([reader.summary(int(i)).length for i in self.episodes],
-                                  dtype=np.int64)
+        every = np.fromiter((s.length for s in reader.summaries()), dtype=np.int64, count=n)
+        self.lengths = every[self.episodes]
 
     def _reader(self) -> RecordingReader:
         pid = os.getpid()

@@ -56,8 +56,9 @@ def select(reader: RecordingReader, *, episodes: Iterable[int] | None = None,
     env_ids = {env_id} if isinstance(env_id, str) else None if env_id is None else set(env_id)
     if writers is not None or env_ids is not None or where is not None:
         kept = []
+        every = list(reader.summaries()) if len(indices) > n // 4 else None  # faster in bulk
         for i in indices:
-            s = reader.summary(i)
+            s = every[i] if every is not None else reader.summary(i)
             if writers is not None and s.writer not in writers:
                 continue
             if env_ids is not None and s.env_id not in env_ids:
