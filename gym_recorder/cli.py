@@ -350,7 +350,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from .export import export_npz
 
-    if args.format != "npz" or args.output is None:
+    if args.format != "npz" or args.output is None or args.dataset_id is not None:
         return cmd_export_training(args)
 
     result = export_npz(args.directory, args.output, compress=args.compress)

@@ -212,6 +212,7 @@ def export_minari(directory: str | os.PathLike, dataset_id: str, *,
             if saved is not None:
                 os.environ["MINARI_DATASETS_PATH"] = saved
             if namespace is not None and not os.path.isdir(os.path.join(root, namespace)):
+                os.makedirs(os.path.dirname(os.path.join(root, namespace)), exist_ok=True)
                 os.rename(os.path.join(tmp_root, namespace), os.path.join(root, namespace))
             else:
                 os.makedirs(os.path.dirname(final), exist_ok=True)

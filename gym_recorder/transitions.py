@@ -144,10 +144,42 @@ class Transitions:
 
 
 def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterator[tuple]:
-    """(index, observations, actions, rewards, terminations, truncations) per episode."""
+    """(index, observations, actions, rewards, terminations, truncations) per episode, in the
+    order of ``indices``.
+
+    With the reader's batch interface (``batches()`` / ``read_batch()``), each batch that holds
+    a part of a selected episode is decoded once, and batches without one are not read;
+    otherwise episode by episode.
+    """
+    if not (hasattr(reader, "batches") and hasattr(reader, "read_batch")):
+        for i in indices:
+            ep = reader[i]
+            yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+        return
+    wanted = set(indices)
+    parts: dict[int, list] = {}
+    for info in reader.batches():
+        if wanted.isdisjoint(info.episodes):
+            continue
+        for p in reader.read_batch(info):
+            if p.episode in wanted:
+                parts.setdefault(p.episode, []).append(p)
     for i in indices:
-        ep = reader[i]
-        yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+        ps = sorted(parts.get(i, ()), key=lambda p: p.part)
+        if not ps:
+            ep = reader[i]  # e.g. a legacy episode outside the batch interface
+            yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+            continue
+        if len(ps) == 1:
+            p = ps[0]
+            yield i, p.observations, p.actions, p.rewards, p.terminations, p.truncations
+            continue
+        where = f"{reader.directory} episode {i}"
+        yield (i, concat([p.observations for p in ps], f"{where} observations"),
+               concat([p.actions for p in ps], f"{where} actions"),
+               np.concatenate([p.rewards for p in ps]),
+               np.concatenate([p.terminations for p in ps]),
+               np.concatenate([p.truncations for p in ps]))
 
 
 def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) -> Transitions:
