@@ -6,6 +6,8 @@ page cache warm, repeats alternate between:
 
 - baseline: ``np.fromfile`` of every ``.bin`` file of the recording (the same bytes the arrays
   live in, read with numpy alone, nothing parsed);
+- for reference, ``json.loads`` of every batch JSON file: the metadata any reader of the format
+  must parse (for short episodes it is larger than the arrays themselves);
 - ``transitions(RecordingReader(dir))``: open the recording and build ``obs``, ``next_obs``,
   ``action``, ``reward``, ``terminated``, ``truncated``, ``episode`` and ``step`` for every step.
 
@@ -21,6 +23,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -61,6 +64,16 @@ def read_fromfile(directory: str) -> int:
     return total
 
 
+def parse_json(directory: str) -> int:
+    """json.loads of every batch file: what any reader of the format must at least do."""
+    total = 0
+    for name in sorted(os.listdir(directory)):
+        if ".ep" in name and name.endswith(".json"):
+            with open(os.path.join(directory, name), "rb") as f:
+                total += len(json.loads(f.read())["episodes"])
+    return total
+
+
 def build(directory: str) -> int:
     with RecordingReader(directory) as reader:
         t = transitions(reader)
@@ -83,18 +96,23 @@ def main() -> int:
               f"{time.perf_counter() - t0:.1f} s")
         nbytes = read_fromfile(tmp)
         assert build(tmp) == args.steps
-        base, ours = [], []
+        base, ours, floor = [], [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             read_fromfile(tmp)
             base.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
+            parse_json(tmp)
+            floor.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
             build(tmp)
             ours.append(time.perf_counter() - t0)
-        b, o = statistics.median(base), statistics.median(ours)
+        b, o, j = statistics.median(base), statistics.median(ours), statistics.median(floor)
         ratio = o / b
         print(f"np.fromfile of the .bin files ({nbytes / 1e6:.1f} MB): {b * 1e3:8.1f} ms "
               f"({nbytes / b / 1e9:.2f} GB/s)")
+        print(f"json.loads of the batch files (floor for any reader): {j * 1e3:8.1f} ms "
+              f"({j / b:.1f}x np.fromfile)")
         print(f"transitions(reader), {args.steps:,} steps:       {o * 1e3:8.1f} ms "
               f"({o / args.steps * 1e9:.0f} ns/step)")
         print(f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}): "
