@@ -21,11 +21,13 @@ import numpy as np
 
 from . import format as _format
 from .errors import ChecksumError, FormatError, RecordingClosedError
-from .format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, MANIFEST_SUFFIX, ArrayRef,
-                     check_plain_name, decode_value, parse_ref, read_json_file)
+from .format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, MANIFEST_SUFFIX, MAX_JSON_BYTES,
+                     ArrayRef, check_plain_name, decode_value, loads, parse_ref)
 from .spaces import ArrayLeaf, Layout, ValuesLeaf, build_space, decode_values_leaf
+from .storage import LocalStorage, Storage, open_storage
 
-__all__ = ["RecordingReader", "Episode", "EpisodeSummary", "scan_recorded_traces", "ENDS"]
+__all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
+           "scan_recorded_traces", "ENDS"]
 
 ENDS = ("terminated", "truncated", "reset", "close")
 # Parsed batch files kept in memory: enough to iterate in order and to stitch an episode whose
@@ -119,13 +121,87 @@ class EpisodeSummary(NamedTuple):
     env_id: str | None
 
 
-class _Manifest:
-    """One validated manifest: a writer's batches, and where its episodes start."""
+def read_json(storage: Storage, name: str, expected_size: int | None = None) -> tuple[bytes, Any]:
+    """Reads and parses one JSON file of a recording (its bytes, and the document).
 
-    def __init__(self, directory: str, name: str) -> None:
+    Raises:
+        FormatError: if the file is missing, too large, of the wrong size, or not valid JSON.
+    """
+    data = storage.read_bytes(name, MAX_JSON_BYTES)
+    if expected_size is not None and len(data) != expected_size:
+        raise FormatError(f"{name}: file has {len(data)} bytes, the manifest says {expected_size}")
+    return data, loads(data, name)
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """One committed batch, as :meth:`RecordingReader.batches` lists it (small and picklable).
+
+    Attributes:
+        writer: the prefix of the writer that wrote it.
+        number: the batch's position in its writer's manifest (0, 1, ...).
+        json_name: its batch JSON file's name.
+        bin_name: its .bin file's name ("" for a gym-recording batch, whose arrays have files
+            of their own).
+        episodes: the reader indices of the episodes that have a part in the batch, ascending.
+    """
+
+    writer: str
+    number: int
+    json_name: str
+    bin_name: str
+    episodes: tuple[int, ...]
+
+
+@dataclass
+class EpisodePart:
+    """The steps of one episode that one batch holds, as :meth:`RecordingReader.read_batch`
+    decodes them.
+
+    Concatenating the parts of an episode in ``part`` order gives exactly the arrays (and
+    lists) of the :class:`Episode`. Each part holds the rows the Episode holds for its steps:
+    part 0 holds its steps + 1 observations and infos (the reset's first, then one after each
+    action), every later part one observation and info per step (the ones after each of its
+    actions; the observation before its first action is the previous part's last). Arrays may
+    be views of the batch's bytes, which they keep alive.
+
+    Attributes:
+        episode: the episode's reader index.
+        part: 0 for the part that starts with the reset, then 1, 2, ...
+        first_step: the index in the episode of the part's first action (its steps are
+            ``first_step .. first_step + len(rewards) - 1``).
+        observations: the part's observation rows, structured like ``Episode.observations``.
+        actions: one row per step, structured like ``Episode.actions``.
+        rewards: float64, one per step.
+        terminations: bool, one per step.
+        truncations: bool, one per step.
+        infos: the part's info dicts (as many as its observation rows).
+        is_last: True if the Episode, as the reader sees it now, ends with this part.
+    """
+
+    episode: int
+    part: int
+    first_step: int
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    infos: list = field(repr=False)
+    is_last: bool
+
+
+class _Manifest:
+    """One validated manifest: a writer's batches, and where its episodes start.
+
+    ``source`` is the recording's storage, or a local directory's path.
+    """
+
+    def __init__(self, source: Storage | str, name: str) -> None:
         self.name = name
         where = name
-        _, doc = read_json_file(os.path.join(directory, name), where)
+        storage = LocalStorage(source) if isinstance(source, (str, os.PathLike)) else source
+        _, doc = read_json(storage, name)
         if not isinstance(doc, dict):
             raise FormatError(f"{where}: a manifest must be a JSON object")
         self.legacy = "format" not in doc and "version" not in doc
@@ -210,33 +286,22 @@ class _Manifest:
 class _Batch:
     """One parsed and structurally checked batch file, and its .bin file once read from.
 
-    The .bin file descriptor stays open while the batch is cached (its size checked once against
-    the manifest), so that reading many small episodes does not open the file for each; it is
-    closed when the batch leaves the cache or the reader is closed. Arrays handed out never
-    depend on it: they are read into memory they own.
+    The .bin file's size is checked once against the manifest, when first read from (the
+    storage keeps the file open, so that reading many small episodes does not open it for
+    each). Arrays handed out never depend on the batch: they are read into memory they own.
     """
 
     def __init__(self, entries: list, by_episode: dict, starts: list[int] | None = None) -> None:
         self.entries = entries
         self.by_episode = by_episode
         self.starts = starts if starts is not None else []  # positions of part-0 entries
-        self.fd: int | None = None
-        self.file_size = 0
+        self.file_size: int | None = None  # the .bin's size, once checked
         self.data: np.ndarray | None = None  # the whole .bin, for batches of small entries
         self.reads = 0  # episodes read from the batch
 
     def close(self) -> None:
-        """Closes the .bin file descriptor, if open."""
-        fd, self.fd = self.fd, None
+        """Drops the batch's bytes held in memory."""
         self.data = None
-        if fd is not None:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except OSError:
-            pass
 
 
 class _Part:
@@ -272,18 +337,20 @@ class RecordingReader:
         ...         print(episode.length, episode.total_reward)
 
     Args:
-        directory: the recording directory.
+        location: the recording directory, or a URL (``s3://bucket/run``, read through fsspec:
+            see :func:`gym_recorder.storage.open_storage`).
         verify: check every array's CRC-32 while reading (raises :class:`ChecksumError`).
+        storage_options: fsspec options for a URL (credentials, endpoint).
 
     Raises:
         FormatError: if a manifest is malformed or of an unsupported version.
         FileNotFoundError: if the directory does not exist.
     """
 
-    def __init__(self, directory: str | os.PathLike, *, verify: bool = False) -> None:
-        self._directory = os.fspath(directory)
-        if not os.path.isdir(self._directory):
-            raise FileNotFoundError(f"no recording directory {self._directory!r}")
+    def __init__(self, location: str | os.PathLike, *, verify: bool = False,
+                 storage_options: dict | None = None) -> None:
+        self._storage: Storage = open_storage(location, storage_options)
+        self._directory = self._storage.location
         self._verify = verify
         self._cache: OrderedDict[tuple[str, int], _Batch] = OrderedDict()
         self._closed = False
@@ -300,9 +367,11 @@ class RecordingReader:
         The reader always shows a consistent snapshot: only batches listed in a manifest.
         """
         self._check_open()
-        names = sorted(e.name for e in os.scandir(self._directory)
-                       if e.name.endswith(MANIFEST_SUFFIX) and e.is_file(follow_symlinks=False))
-        manifests = [_Manifest(self._directory, name) for name in names]
+        forget = getattr(self._storage, "forget", None)
+        if forget is not None:
+            forget()  # files replaced since (by repair) are opened anew
+        names = sorted(name for name in self._storage.list() if name.endswith(MANIFEST_SUFFIX))
+        manifests = [_Manifest(self._storage, name) for name in names]
         manifests.sort(key=lambda m: (not m.legacy, m.created, m.prefix))
         self._manifests = manifests
         self._starts = []
@@ -311,12 +380,20 @@ class RecordingReader:
             self._starts.append(count)
             count += m.episodes
         self._count = count
+        self._by_prefix = {m.prefix: (k, m) for k, m in enumerate(manifests)}
+        # Per (manifest name, batch): the episodes open when the batch starts (see _open_at).
+        self._open: dict[tuple[str, int], dict[int, tuple[int, int, int]]] = {}
         self._clear_cache()
 
     @property
     def directory(self) -> str:
-        """The recording directory."""
+        """The recording directory (or URL)."""
         return self._directory
+
+    @property
+    def storage(self) -> Storage:
+        """Where the reader reads every byte from."""
+        return self._storage
 
     @property
     def writers(self) -> list[dict]:
@@ -377,6 +454,7 @@ class RecordingReader:
     def close(self) -> None:
         """Releases cached batches and closes their files. Episodes already returned stay valid."""
         self._clear_cache()
+        self._storage.close()
         self._closed = True
 
     def __enter__(self) -> RecordingReader:
@@ -399,8 +477,7 @@ class RecordingReader:
             return cached
         info = m.batches[b]
         where = info["fn"]
-        data, doc = read_json_file(os.path.join(self._directory, info["fn"]), where,
-                                   None if m.legacy else info["json_size"])
+        data, doc = read_json(self._storage, info["fn"], None if m.legacy else info["json_size"])
         if not m.legacy and _format.crc32(data) != info["json_crc32"]:
             raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
         if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
@@ -444,8 +521,8 @@ class RecordingReader:
         # One part, in the batch loaded last (still cached): one read for all its arrays.
         binfo, entry, part_no, batch = items[0]
         part = self._plan_part(m, binfo, entry, part_no)
-        fd = self._batch_fd(batch, binfo)
-        p = self._load_part(m, part, fd, batch.file_size, data=self._batch_data(batch, binfo))
+        p = self._load_part(m, part, self._batch_size(batch, binfo),
+                            data=self._batch_data(batch, binfo))
         return Episode(
             index=index,
             observations=p["obs"][0] if m.obs_layout.single else m.obs_layout.unflatten(p["obs"]),
@@ -494,6 +571,155 @@ class RecordingReader:
             part_no += 1
             b += 1
 
+    # -- batch by batch ---------------------------------------------------------------------------
+
+    def batches(self) -> list[BatchInfo]:
+        """Lists every committed batch the reader knows, in the reader's order.
+
+        A snapshot of the manifests read by the last :meth:`refresh`. For a single-env writer
+        it reads only the manifests; for a vector writer, the batch files whose entries
+        continue episodes of earlier batches (to tell which episodes those are).
+        """
+        self._check_open()
+        out: list[BatchInfo] = []
+        for k, m in enumerate(self._manifests):
+            base = self._starts[k]
+            simple = m.legacy or (m.vector is None and all(
+                b["len"] - b["episodes"] <= 1 for b in m.batches))
+            open_no: int | None = None  # single-env: the episode that may continue into b
+            for b, binfo in enumerate(m.batches):
+                new = binfo["len"] if m.legacy else binfo["episodes"]
+                cont: list[int] = []
+                if not m.legacy and binfo["len"] > new and not self._gap_before(m, b):
+                    if simple:
+                        cont = [] if open_no is None else [open_no]
+                    else:
+                        cont = sorted(number for number, _, _ in self._open_at(m, b).values())
+                if new:
+                    open_no = m.starts[b] + new - 1
+                elif not cont:
+                    open_no = None
+                first = base + m.starts[b]
+                out.append(BatchInfo(m.prefix, b, binfo["fn"], "" if m.legacy else binfo["bin"],
+                                     tuple([base + n for n in cont]
+                                           + list(range(first, first + new)))))
+        return out
+
+    def read_batch(self, info: BatchInfo) -> list[EpisodePart]:
+        """Decodes one batch, once: the part of every episode it holds, in entry order.
+
+        The batch's .bin is read whole, in one read; arrays are views of it. Entries whose
+        episode the reader does not show (its earlier part was in a batch ``repair`` moved
+        aside) are left out.
+
+        Args:
+            info: a batch from :meth:`batches` (of this reader, since its last refresh).
+
+        Raises:
+            ValueError: if ``info`` is not a batch of this reader.
+            FormatError: if the batch is malformed, as reading its episodes would.
+        """
+        self._check_open()
+        k, m = self._by_prefix.get(info.writer, (None, None))
+        b = info.number
+        if m is None or not 0 <= b < len(m.batches) or m.batches[b]["fn"] != info.json_name:
+            raise ValueError(f"{info!r} is not a batch of this reader")
+        base = self._starts[k]
+        if m.legacy:
+            parts = []
+            for pos in range(m.batches[b]["len"]):
+                ep = self._legacy_episode(m, b, pos, base + m.starts[b] + pos)
+                parts.append(EpisodePart(ep.index, 0, 0, ep.observations, ep.actions, ep.rewards,
+                                         ep.terminations, ep.truncations, ep.infos, True))
+            return parts
+        binfo = m.batches[b]
+        batch = self._batch(m, b)
+        self._check_starts(m, b, batch)
+        opened = dict(self._open_at(m, b))
+        size = self._batch_size(batch, binfo)
+        data = self._read_exact(binfo["bin"], 0, size)
+        last = b + 1 >= len(m.batches) or self._gap_before(m, b + 1)
+        parts = []
+        rank = 0
+        for entry in batch.entries:
+            part_no = entry["part"]
+            if part_no == 0:
+                number, first_step = m.starts[b] + rank, 0
+                rank += 1
+            else:
+                number, expected, first_step = opened.pop(entry["episode"], (None, None, 0))
+                if number is None or expected != part_no:
+                    continue  # an episode the reader does not show
+            p = self._load_part(m, self._plan_part(m, binfo, entry, part_no), size, data=data,
+                                copy=False)
+            parts.append(EpisodePart(
+                base + number, part_no, first_step,
+                p["obs"][0] if m.obs_layout.single else m.obs_layout.unflatten(p["obs"]),
+                p["act"][0] if m.act_layout.single else m.act_layout.unflatten(p["act"]),
+                p["rewards"], p["terminations"], p["truncations"], p["infos"],
+                entry.get("continues") is not True or last))
+        for number, part_no, _ in opened.values():
+            raise FormatError(f"{binfo['fn']}: episode {number} part {part_no} missing")
+        return parts
+
+    def _gap_before(self, m: _Manifest, b: int) -> bool:
+        """True if entries between batch b - 1 and batch b are gone (moved aside by repair)."""
+        if b == 0:
+            return False
+        prev = m.batches[b - 1]
+        return m.batches[b]["first"] != prev["first"] + prev["len"]
+
+    @staticmethod
+    def _check_starts(m: _Manifest, b: int, batch: _Batch) -> None:
+        if len(batch.starts) != m.batches[b]["episodes"]:
+            raise FormatError(f"{m.batches[b]['fn']}: {len(batch.starts)} entries start an "
+                              f"episode, the manifest says {m.batches[b]['episodes']}")
+
+    def _open_at(self, m: _Manifest, b: int) -> dict[int, tuple[int, int, int]]:
+        """The episodes whose next part batch b must hold: writer episode id -> (episode number
+        in the writer, part number, first step of that part). Remembered per batch.
+        """
+        memo = self._open
+        c = b
+        state: dict[int, tuple[int, int, int]] | None = None
+        # Walk back to a batch whose open episodes are known: remembered, the first, after a
+        # gap, or after a batch that continues no episode (whose open episodes do not matter).
+        while state is None:
+            if (m.name, c) in memo:
+                state = memo[(m.name, c)]
+            elif c == 0 or self._gap_before(m, c):
+                state = {}
+            elif m.batches[c - 1]["len"] == m.batches[c - 1]["episodes"]:
+                c -= 1
+                state = {}
+            else:
+                c -= 1
+        while True:
+            memo[(m.name, c)] = state
+            if c == b:
+                return state
+            batch = self._batch(m, c)
+            self._check_starts(m, c, batch)
+            after: dict[int, tuple[int, int, int]] = {}
+            rank = 0
+            for entry in batch.entries:
+                steps = entry.get("steps")
+                if type(steps) is not int or steps < 0:
+                    raise FormatError(f"{m.batches[c]['fn']} entry {entry.get('index')}: "
+                                      "'steps' must be a non-negative integer")
+                part_no, ep_id = entry["part"], entry["episode"]
+                if part_no == 0:
+                    number, first = m.starts[c] + rank, 0
+                    rank += 1
+                else:
+                    number, expected, first = state.get(ep_id, (None, None, 0))
+                    if number is None or expected != part_no:
+                        continue
+                if entry.get("continues") is True:
+                    after[ep_id] = (number, part_no + 1, first + steps)
+            c += 1
+            state = {} if self._gap_before(m, c) else after
+
     def summary(self, index: int) -> EpisodeSummary:
         """Returns an episode's length, return, end and seed, reading only its rewards.
 
@@ -521,8 +747,7 @@ class RecordingReader:
                 raise FormatError(f"{where} rewards: expected an array reference")
             (rewards,) = self._read_arrays(binfo["bin"], [(ref, f"{where} rewards")],
                                            aligned=True, expected_size=binfo["bin_size"],
-                                           fd=self._batch_fd(batch, binfo),
-                                           file_size=batch.file_size)
+                                           file_size=self._batch_size(batch, binfo))
             if rewards.shape != (steps,) or rewards.dtype != np.float64:
                 raise FormatError(f"{where} rewards: expected a float64 array of shape ({steps},)")
             length += steps
@@ -545,84 +770,86 @@ class RecordingReader:
             yield self.summary(i)
 
     def _read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool,
-                     expected_size: int | None = None, *, fd: int | None = None,
-                     file_size: int = 0, data: np.ndarray | None = None) -> list:
+                     expected_size: int | None = None, *, file_size: int | None = None,
+                     data: np.ndarray | None = None, copy: bool = True) -> list:
         """Validates references into one .bin file and reads them (one read when compact).
 
         ``expected_size`` is the file's size as the manifest records it (None for legacy files).
-        ``fd`` is the file already open (and ``file_size`` its size, already checked against
-        the manifest); without it the file is opened, checked and closed here. ``data`` is the
-        whole file's bytes already read (the arrays are then copied out of it).
+        ``file_size`` is the file's size when already checked against the manifest; without it
+        the size is read and checked here. ``data`` is the whole file's bytes already read (the
+        arrays are then copied out of it, or views of it when ``copy`` is false).
         """
         parsed: list[ArrayRef] = []
         for obj, where in refs:
             parsed.append(parse_ref(obj, where, aligned=aligned, file=bin_name))
         if not parsed:
             return []
-        own = fd is None
-        if own:
-            fd = self._open_bin(bin_name, expected_size)
-            file_size = os.fstat(fd).st_size
-        try:
-            for ref, (_, where) in zip(parsed, refs):
-                if ref.offset + ref.size > file_size:
-                    raise FormatError(f"{where}: bytes {ref.offset}..{ref.offset + ref.size} lie "
-                                      f"outside {bin_name} ({file_size} bytes)")
-            if data is not None:
+        if file_size is None:
+            file_size = self._check_bin(bin_name, expected_size)
+        for ref, (_, where) in zip(parsed, refs):
+            if ref.offset + ref.size > file_size:
+                raise FormatError(f"{where}: bytes {ref.offset}..{ref.offset + ref.size} lie "
+                                  f"outside {bin_name} ({file_size} bytes)")
+        if data is not None:
+            if copy:
                 return [self._view(data[ref.offset:ref.offset + ref.size].copy(), 0, ref, where)
                         for ref, (_, where) in zip(parsed, refs)]
-            if len(parsed) == 1:
-                ref = parsed[0]
-                return [self._view(_read_exact(fd, ref.offset, ref.size, bin_name), 0, ref,
-                                   refs[0][1])]
-            lo = min(r.offset for r in parsed)
-            hi = max(r.offset + r.size for r in parsed)
-            total = sum(r.size for r in parsed)
-            out = []
-            if hi - lo <= total + SPAN_SLACK_BYTES:
-                buf = _read_exact(fd, lo, hi - lo, bin_name)
-                # Views keep the span alive: copy the arrays out when it is mostly other data.
-                copy = hi - lo > SPAN_KEEP_FACTOR * total
-                for ref, (_, where) in zip(parsed, refs):
-                    arr = self._view(buf, ref.offset - lo, ref, where)
-                    out.append(arr.copy() if copy else arr)
-            else:
-                for ref, (_, where) in zip(parsed, refs):
-                    buf = _read_exact(fd, ref.offset, ref.size, bin_name)
-                    out.append(self._view(buf, 0, ref, where))
-            return out
-        finally:
-            if own:
-                os.close(fd)
+            return [self._view(data, ref.offset, ref, where)
+                    for ref, (_, where) in zip(parsed, refs)]
+        if len(parsed) == 1:
+            ref = parsed[0]
+            return [self._view(self._read_exact(bin_name, ref.offset, ref.size), 0, ref,
+                               refs[0][1])]
+        lo = min(r.offset for r in parsed)
+        hi = max(r.offset + r.size for r in parsed)
+        total = sum(r.size for r in parsed)
+        out = []
+        if hi - lo <= total + SPAN_SLACK_BYTES:
+            buf = self._read_exact(bin_name, lo, hi - lo)
+            # Views keep the span alive: copy the arrays out when it is mostly other data.
+            copy = hi - lo > SPAN_KEEP_FACTOR * total
+            for ref, (_, where) in zip(parsed, refs):
+                arr = self._view(buf, ref.offset - lo, ref, where)
+                out.append(arr.copy() if copy else arr)
+        else:
+            for ref, (_, where) in zip(parsed, refs):
+                buf = self._read_exact(bin_name, ref.offset, ref.size)
+                out.append(self._view(buf, 0, ref, where))
+        return out
 
-    def _open_bin(self, bin_name: str, expected_size: int | None) -> int:
-        """Opens a .bin file (a regular file, no symlink) and checks its size; caller closes."""
-        fd = _format.open_regular(os.path.join(self._directory, bin_name), bin_name)
+    def _check_bin(self, bin_name: str, expected_size: int | None) -> int:
+        """Checks a .bin file's size against the manifest's (if any); returns the size."""
+        file_size = self._storage.size(bin_name)
+        if expected_size is not None and file_size != expected_size:
+            raise FormatError(
+                f"{bin_name}: file has {file_size} bytes, the manifest says {expected_size}")
+        return file_size
+
+    def _read_exact(self, name: str, offset: int, size: int) -> np.ndarray:
+        """Reads ``size`` bytes at ``offset`` of a file into a new uint8 array."""
         try:
-            file_size = os.fstat(fd).st_size
-            if expected_size is not None and file_size != expected_size:
-                raise FormatError(
-                    f"{bin_name}: file has {file_size} bytes, the manifest says {expected_size}")
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+            buf = np.empty(size, dtype=np.uint8)
+        except MemoryError as e:  # sizes are bounded by the file, but a sparse file can be huge
+            raise FormatError(f"{name}: cannot allocate {size} bytes for array data, more than "
+                              "available memory") from e
+        if size:
+            self._storage.readinto(name, offset, memoryview(buf))
+        return buf
 
     def _batch_data(self, batch: _Batch, binfo: dict) -> np.ndarray | None:
         """The batch's whole .bin once it is worth reading whole (see SMALL_ENTRY_BYTES)."""
         batch.reads += 1
-        size = batch.file_size
+        size = self._batch_size(batch, binfo)
         if (batch.data is None and batch.reads >= 2 and size <= WHOLE_BIN_MAX_BYTES
                 and size <= len(batch.entries) * SMALL_ENTRY_BYTES):
-            batch.data = _read_exact(batch.fd, 0, size, binfo["bin"])
+            batch.data = self._read_exact(binfo["bin"], 0, size)
         return batch.data
 
-    def _batch_fd(self, batch: _Batch, binfo: dict) -> int:
-        """The cached batch's .bin file descriptor, opened and size-checked on first use."""
-        if batch.fd is None:
-            batch.fd = self._open_bin(binfo["bin"], binfo["bin_size"])
-            batch.file_size = binfo["bin_size"]
-        return batch.fd
+    def _batch_size(self, batch: _Batch, binfo: dict) -> int:
+        """The cached batch's .bin size, checked against the manifest on first use."""
+        if batch.file_size is None:
+            batch.file_size = self._check_bin(binfo["bin"], binfo["bin_size"])
+        return batch.file_size
 
     def _view(self, buf: np.ndarray, start: int, ref: ArrayRef, where: str) -> np.ndarray:
         raw = buf[start:start + ref.size]
@@ -698,8 +925,9 @@ class RecordingReader:
             if kind in ("terminations", "truncations") and dtype != np.bool_:
                 raise FormatError(f"{part.where} {kind}: dtype {dtype}, expected bool")
 
-    def _load_part(self, m: _Manifest, part: _Part, fd: int, file_size: int,
-                   skip_stacked: bool = False, data: np.ndarray | None = None) -> dict:
+    def _load_part(self, m: _Manifest, part: _Part, file_size: int,
+                   skip_stacked: bool = False, data: np.ndarray | None = None,
+                   copy: bool = True) -> dict:
         """Reads an entry's arrays and decodes its values (stacked arrays only if not skipped)."""
         binfo = part.binfo
         bin_name = binfo["bin"]
@@ -710,13 +938,13 @@ class RecordingReader:
         slots = [part.slots[i] for i in chosen]
         refs = [part.refs[i] for i in chosen]
         arrays = self._read_arrays(bin_name, refs, aligned=True, expected_size=binfo["bin_size"],
-                                   fd=fd, file_size=file_size, data=data)
+                                   file_size=file_size, data=data, copy=copy)
         self._check_shapes(part, ((slot, arr.shape, arr.dtype, w)
                                   for slot, arr, (_, w) in zip(slots, arrays, refs)))
-        return self._finish_part(m, part, slots, arrays, fd, file_size, data)
+        return self._finish_part(m, part, slots, arrays, file_size, data, copy)
 
-    def _finish_part(self, m: _Manifest, part: _Part, slots: list, arrays: list, fd: int,
-                     file_size: int, data: np.ndarray | None = None) -> dict:
+    def _finish_part(self, m: _Manifest, part: _Part, slots: list, arrays: list,
+                     file_size: int, data: np.ndarray | None = None, copy: bool = True) -> dict:
         """Builds an entry's leaves, infos and metadata from its read arrays."""
         entry, where, steps, info_rows = part.entry, part.where, part.steps, part.obs_rows
         obs_rows = info_rows
@@ -737,8 +965,8 @@ class RecordingReader:
             else:
                 named[kind] = arr
 
-        source = self._value_source(part.binfo["bin"], part.binfo["bin_size"], fd, file_size,
-                                    data)
+        source = self._value_source(part.binfo["bin"], part.binfo["bin_size"], file_size, data,
+                                    copy)
         for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, m.obs_layout.leaves)):
             if isinstance(leaf, ValuesLeaf):
                 obs[k] = decode_values_leaf(leaf, obj, source, w)
@@ -795,13 +1023,13 @@ class RecordingReader:
                 "end": end if entry.get("continues") is not True else None, "sub_env": sub_env,
                 "no_reset": entry.get("no_reset") is True}
 
-    def _value_source(self, bin_name: str, bin_size: int | None = None, fd: int | None = None,
-                      file_size: int = 0,
-                      data: np.ndarray | None = None) -> Callable[[dict, str], np.ndarray]:
+    def _value_source(self, bin_name: str, bin_size: int | None = None,
+                      file_size: int | None = None, data: np.ndarray | None = None,
+                      copy: bool = True) -> Callable[[dict, str], np.ndarray]:
         def source(obj: dict, where: str) -> np.ndarray:
             return self._read_arrays(bin_name, [(obj, where)], aligned=True,
-                                     expected_size=bin_size, fd=fd, file_size=file_size,
-                                     data=data)[0]
+                                     expected_size=bin_size, file_size=file_size,
+                                     data=data, copy=copy)[0]
         return source
 
     def _stitched(self, m: _Manifest, items: list[tuple[dict, dict, int, _Batch]],
@@ -818,7 +1046,7 @@ class RecordingReader:
         for part in parts:
             binfo = part.binfo
             bin_name, bin_size = binfo["bin"], binfo["bin_size"]
-            os.close(self._open_bin(bin_name, bin_size))  # the real size, before allocating
+            self._check_bin(bin_name, bin_size)  # the real size, before allocating
             refs: list[ArrayRef | None] = []
             for (obj, w), (kind, _, _) in zip(part.refs, part.slots):
                 if kind not in _STACKED:
@@ -867,12 +1095,7 @@ class RecordingReader:
                 self._read_part_rows(job)
         loaded = []
         for part in parts:
-            fd = self._open_bin(part.binfo["bin"], part.binfo["bin_size"])
-            try:
-                loaded.append(self._load_part(m, part, fd, part.binfo["bin_size"],
-                                              skip_stacked=True))
-            finally:
-                os.close(fd)
+            loaded.append(self._load_part(m, part, part.binfo["bin_size"], skip_stacked=True))
         first, last = loaded[0], loaded[-1]
 
         def leaves(kind: str, count: int) -> list:
@@ -915,14 +1138,10 @@ class RecordingReader:
         """Reads one part's stacked arrays into their rows of the episode's arrays."""
         part, rows = job
         bin_name = part.binfo["bin"]
-        fd = self._open_bin(bin_name, part.binfo["bin_size"])
-        try:
-            for ref, where, out, row in rows:
-                self._read_rows(fd, bin_name, ref, where, out, row)
-        finally:
-            os.close(fd)
+        for ref, where, out, row in rows:
+            self._read_rows(bin_name, ref, where, out, row)
 
-    def _read_rows(self, fd: int, bin_name: str, ref: ArrayRef, where: str, out: np.ndarray,
+    def _read_rows(self, bin_name: str, ref: ArrayRef, where: str, out: np.ndarray,
                    row: int) -> None:
         """Reads one part's array into ``out[row:]``: in place, or through a cast if widened."""
         n = ref.shape[0]
@@ -931,10 +1150,10 @@ class RecordingReader:
                 return
             start = row * (ref.size // n)
             raw = out.reshape(-1).view(np.uint8)[start:start + ref.size]
-            _read_into(fd, ref.offset, raw, bin_name)
+            self._storage.readinto(bin_name, ref.offset, memoryview(raw))
             self._check_bytes(raw, ref, where)
         else:
-            raw = _read_exact(fd, ref.offset, ref.size, bin_name)
+            raw = self._read_exact(bin_name, ref.offset, ref.size)
             self._check_bytes(raw, ref, where)
             out[row:row + n] = raw.view(ref.dtype).reshape(ref.shape)
 
@@ -1005,28 +1224,6 @@ class RecordingReader:
                        terminations=np.zeros(steps, bool), truncations=np.zeros(steps, bool),
                        infos=[{} for _ in range(steps + 1)], seed=None, options=None,
                        env_id=None, end=None, sub_env=None, writer=m.prefix)
-
-
-def _read_exact(fd: int, offset: int, size: int, name: str) -> np.ndarray:
-    try:
-        buf = np.empty(size, dtype=np.uint8)
-    except MemoryError as e:  # sizes are bounded by the file, but a sparse file can be huge
-        raise FormatError(f"{name}: cannot allocate {size} bytes for array data, more than "
-                          "available memory") from e
-    _read_into(fd, offset, buf, name)
-    return buf
-
-
-def _read_into(fd: int, offset: int, buf: np.ndarray, name: str) -> None:
-    """Reads ``buf.size`` bytes at ``offset`` into ``buf`` (a contiguous uint8 array)."""
-    size = buf.size
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = os.preadv(fd, [view[got:]], offset + got)
-        if n <= 0:
-            raise FormatError(f"{name}: EOF reading array data, expected {size} bytes got {got}")
-        got += n
 
 
 def scan_recorded_traces(directory: str | os.PathLike,
