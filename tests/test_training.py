@@ -176,3 +176,25 @@ def test_readme_training_example_runs(tmp_path, monkeypatch):
     assert not set(scope["train"]) & set(scope["val"])
     assert seq["obs"].shape == (32, 8, 4) and seq["mask"].shape == (32, 8)
     assert batch["obs"].shape == (256, 4) and batch["obs"].dtype == np.float32
+
+
+def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_path, monkeypatch):
+    # tiny batches: every episode is split into parts over several batch files
+    truth = record(tmp_path, "sample_envs/Image-v0", 4, seed=9, target_batch_bytes=3000,
+                   env_kwargs={"height": 6, "width": 5, "episode_length": 23})
+    with RecordingReader(tmp_path) as reader:
+        batches = reader.batches()
+        assert sum(2 in b.episodes for b in batches) >= 2  # episode 2 is in several parts
+        assert len(batches) > len({e for b in batches for e in b.episodes if e in (1, 2)})
+        read = []
+        original = RecordingReader.read_batch
+        monkeypatch.setattr(RecordingReader, "read_batch",
+                            lambda self, info: read.append(info) or original(self, info))
+        t = transitions(reader, [2, 1])
+    assert read == [b for b in batches if {1, 2} & set(b.episodes)]
+    obs, nxt, act = expected_transitions(truth, [2, 1])
+    assert_tree(t.obs, obs, "obs")
+    assert_tree(t.next_obs, nxt, "next_obs")
+    assert_tree(t.action, act, "action")
+    assert_tree(t.reward, np.concatenate([truth[2]["rew"], truth[1]["rew"]]), "reward")
+    assert t.step.tolist() == list(range(23)) * 2

@@ -23,10 +23,10 @@ def stack(space: gym.Space, rows: list) -> Any:
 
 
 def record(directory: Any, env_id: str, episodes: int, seed: int = 0,
-           env_kwargs: dict | None = None) -> list[dict]:
+           env_kwargs: dict | None = None, **wrapper_kwargs: Any) -> list[dict]:
     """Records ``episodes`` episodes of ``env_id`` (random actions, first reset seeded) and
     returns what the env returned, one dict per episode."""
-    env = RecordingWrapper(gym.make(env_id, **(env_kwargs or {})), directory)
+    env = RecordingWrapper(gym.make(env_id, **(env_kwargs or {})), directory, **wrapper_kwargs)
     env.action_space.seed(seed)
     truth = []
     for e in range(episodes):
