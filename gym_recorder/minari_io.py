@@ -238,7 +238,7 @@ class _Playback(gym.Env):
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, spec: Any) -> None:
         self.observation_space, self.action_space = observation_space, action_space
         self.spec = spec
-        self.episode: dict | None = None
+        self.episode: dict = {}
         self.k = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:

@@ -228,9 +228,9 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
         if writer is not None:
             writer.close()
     names = []
-    for k, f in enumerate(files):
+    for k, part in enumerate(files):
         name = f"train-{k:05d}-of-{len(files):05d}.parquet"
-        os.rename(f, os.path.join(data, name))
+        os.rename(part, os.path.join(data, name))
         names.append(f"data/{name}")
     manifest = (reader.writers[0].get("manifest") or {}) if reader.writers else {}
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class Windows:
         return self.batch(rng.integers(0, len(self), size=n))
 
 
-def _reshape(tree: object, shape: tuple) -> object:
+def _reshape(tree: Any, shape: tuple) -> Any:
     if isinstance(tree, dict):
         return {k: _reshape(v, shape) for k, v in tree.items()}
     if isinstance(tree, tuple):
@@ -127,7 +128,7 @@ def _reshape(tree: object, shape: tuple) -> object:
     return [tree[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
 
 
-def _unbatch(tree: object) -> object:
+def _unbatch(tree: Any) -> Any:
     if isinstance(tree, dict):
         return {k: _unbatch(v) for k, v in tree.items()}
     if isinstance(tree, tuple):
