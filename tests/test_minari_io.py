@@ -193,3 +193,40 @@ def test_bad_minari_input_is_a_named_error(tmp_path, minari_root):
     with pytest.raises(FileNotFoundError, match="nothing-v0 not found"):
         import_minari("test/nothing-v0", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+class _Ring(gym.spaces.Space):
+    """A space gym_recorder does not know (Minari learns it through its registries)."""
+
+    def __init__(self):
+        super().__init__(shape=(2,), dtype=np.float32)
+
+    def sample(self, mask=None, probability=None):
+        return self.np_random.uniform(-1, 1, size=2).astype(np.float32)
+
+    def contains(self, x):
+        return np.shape(x) == (2,)
+
+
+def test_minari_dataset_with_a_space_we_cannot_represent_is_refused(tmp_path, minari_root):
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from minari.data_collector import EpisodeBuffer
+    from minari.serialization import deserialize_space, serialize_space
+
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.minari_io import import_minari
+
+    serialize_space.register(_Ring)(
+        lambda space, to_string=True: '{"type": "GymRecorderTestRing"}' if to_string
+        else {"type": "GymRecorderTestRing"})
+    deserialize_space.register("GymRecorderTestRing")(lambda d: _Ring())
+    buf = EpisodeBuffer(id=0, observations=np.zeros((3, 2), np.float32),
+                        actions=np.zeros(2, np.int64), rewards=[0.0, 1.0],
+                        terminations=[False, True], truncations=[False, False])
+    minari.create_dataset_from_buffers("test/ring-v0", [buf], observation_space=_Ring(),
+                                       action_space=gym.spaces.Discrete(2))
+    with pytest.raises(UnsupportedSpaceError, match="observation space: the space .* cannot be "
+                                                    "represented"):
+        import_minari("test/ring-v0", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["minari_root"]
