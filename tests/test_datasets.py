@@ -103,3 +103,12 @@ def test_dataset_opened_in_each_process_not_shared(rec):
     _assert_item(clone[3], ds[3], "unpickled")
     ds.close()
     _assert_item(ds[4], clone[4], "reopened after close")
+
+
+def test_dataset_bad_selection_is_a_named_error(rec):
+    with pytest.raises(EmptySelectionError, match="no episodes selected"):
+        TransitionDataset(rec, episodes=[])
+    with pytest.raises(IndexError, match="episode 6 out of range: .* has 6 episodes"):
+        EpisodeDataset(rec, episodes=[0, 6])
+    with pytest.raises(ValueError, match="length must be a positive int, got 0"):
+        WindowDataset(rec, 0)
