@@ -1,9 +1,9 @@
 """The ``gym-recorder`` command line: argument handling over the library, nothing more.
 
 Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
-``repair``; ``gym-recorder COMMAND --help`` shows each one's options and examples. Exit status 0
-means success, 1 an error (one line on stderr, no traceback) or a failed check, 2 a usage error,
-130 an interrupted ``record`` (what was recorded is kept).
+``repair``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each one's options and
+examples. Exit status 0 means success, 1 an error (one line on stderr, no traceback) or a failed
+check, 2 a usage error, 130 an interrupted ``record`` (what was recorded is kept).
 """
 
 from __future__ import annotations
@@ -487,6 +487,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from .export import export_npz
 
+    if args.format != "npz" or args.output is None or args.dataset_id is not None:
+        return cmd_export_training(args)
+
     result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
     _say(args, f"wrote {result['path']}: {_count(result['episodes'], 'episode')}, "
                f"{_count(result['steps'], 'step')}")
@@ -677,14 +680,24 @@ def build_parser() -> argparse.ArgumentParser:
             "actions, rewards, terminations, truncations (N rows per episode), and "
             "episode_starts, episode_lengths, observation_starts, episode_seeds, "
             "episode_sub_envs. Dict and Tuple leaves get names like observations/position. "
-            "See the README for how to index them.",
+            "See the README for how to index them. --format parquet writes a Hugging Face "
+            "dataset folder (data/*.parquet, README.md, gym_recorder.json) and --format minari "
+            "a Minari dataset into Minari's root (README, section Training).",
             _examples("gym-recorder export rec --format npz -o rec.npz",
+                      "gym-recorder export rec --format parquet -o rec_parquet",
+                      "gym-recorder export rec --format minari --dataset-id me/cartpole-v0",
                       "python -c \"import numpy as np; d = np.load('rec.npz'); "
                       "print(d['rewards'][d['episode_starts'][1]])\""))
     p.add_argument("directory", help="the recording directory")
-    p.add_argument("--format", "-f", choices=("npz",), default="npz",
-                   help="output format (default npz)")
-    p.add_argument("--output", "-o", required=True, help="the file to write")
+    p.add_argument("--format", "-f", choices=("npz", "parquet", "minari"), default="npz",
+                   help="output format (default npz); parquet: a Hugging Face dataset folder "
+                        "(needs gymnasium-recorder[arrow]); minari: a Minari dataset in Minari's root "
+                        "(needs gymnasium-recorder[minari])")
+    p.add_argument("--output", "-o",
+                   help="the file (npz) or folder (parquet) to write; not for minari")
+    p.add_argument("--dataset-id", metavar="NS/NAME-vN", help="the Minari dataset id (minari)")
+    p.add_argument("--max-file-bytes", type=_positive_int, metavar="BYTES",
+                   help="largest Parquet file, in bytes of column data (default 256 MiB)")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
@@ -735,6 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("url", help="the destination URL")
     p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
                    help="a JSON object of options for the fsspec filesystem")
+    add_training_parsers(add)
     return parser
 
 
@@ -744,6 +758,58 @@ def _check_directory(directory: str) -> None:
         raise CommandError(f"{directory}: no such directory")
     if not os.path.isdir(directory):
         raise CommandError(f"{directory}: not a directory")
+
+
+# -- training formats: Parquet and Minari (gym_recorder.parquet, gym_recorder.minari_io) --------
+
+def cmd_export_training(args: argparse.Namespace) -> int:
+    """``export --format parquet|minari`` (and the missing -o of npz)."""
+    from .export import ExportError
+
+    if args.format == "minari":
+        if args.dataset_id is None or args.output is not None:
+            raise ExportError("--format minari takes --dataset-id NS/NAME-vN and no --output "
+                              "(Minari's root, MINARI_DATASETS_PATH, decides where it goes)")
+        from .minari_io import export_minari
+
+        r = export_minari(args.directory, args.dataset_id)
+        _say(args, f"wrote Minari dataset {r['dataset_id']} at {r['path']}: {r['episodes']} "
+                   f"episodes, {r['steps']} steps")
+        for key, why in r["dropped"].items():
+            _say(args, f"  info {key!r} not exported: {why}")
+        return EXIT_OK
+    if args.output is None or args.dataset_id is not None:
+        raise ExportError(f"--format {args.format} takes --output and no --dataset-id")
+    from .parquet import DEFAULT_MAX_FILE_BYTES, export_parquet
+
+    r = export_parquet(args.directory, args.output,
+                       max_file_bytes=args.max_file_bytes or DEFAULT_MAX_FILE_BYTES)
+    _say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
+               f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
+               f"gym_recorder.json")
+    return EXIT_OK
+
+
+def cmd_import_minari(args: argparse.Namespace) -> int:
+    from .minari_io import import_minari
+
+    r = import_minari(args.dataset, args.directory)
+    _say(args, f"imported {r['episodes']} episodes, {r['steps']} steps of Minari dataset "
+               f"{r['dataset_id']} into {args.directory}")
+    return EXIT_OK
+
+
+def add_training_parsers(add: Any) -> None:
+    """Adds ``import-minari`` (``export --format parquet|minari`` extends ``export``)."""
+    p = add("import-minari", cmd_import_minari, "read a Minari dataset into a new recording "
+            "(needs gymnasium-recorder[minari])",
+            "Read every episode of a Minari dataset (an id in Minari's local root, "
+            "MINARI_DATASETS_PATH honoured, or the path of a dataset's folder, the one holding "
+            "data/) into a new recording directory, bit-exact, with seeds, options and infos.",
+            _examples("gym-recorder import-minari D4RL/door/human-v2 rec/door",
+                      "gym-recorder import-minari ~/.minari/datasets/me/cartpole-v0 rec/cp"))
+    p.add_argument("dataset", help="a Minari dataset id or folder")
+    p.add_argument("directory", help="the recording directory to create (must not exist)")
 
 
 def _one_line(e: BaseException) -> str:

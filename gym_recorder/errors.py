@@ -14,6 +14,9 @@ __all__ = [
     "OutsideSpaceWarning",
     "write_error",
     "StorageError",
+    "EmptySelectionError",
+    "OutputExistsError",
+    "UnsupportedSpaceError",
 ]
 
 
@@ -59,5 +62,19 @@ def write_error(message: str, cause: BaseException | None) -> WriteError:
     if isinstance(cause, OSError):
         err.errno = cause.errno  # (strerror and filename stay unset: str() stays the message)
     return err
+
+
 class StorageError(RecorderError, OSError):
     """Object storage could not be used: unreachable, credentials refused (the message names the URL)."""
+
+
+class EmptySelectionError(RecorderError, ValueError):
+    """A selection of episodes (or a split, a sample, a window length) matches nothing."""
+
+
+class OutputExistsError(RecorderError, FileExistsError):
+    """An export's output already exists; nothing was written."""
+
+
+class UnsupportedSpaceError(RecorderError, TypeError):
+    """A space (ours or a Minari dataset's) cannot be represented in the requested format."""

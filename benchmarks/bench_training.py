@@ -1,0 +1,126 @@
+"""Benchmarks building flat transitions: ``transitions(reader)`` against ``np.fromfile``.
+
+One process. A CartPole-v1 recording of ``--steps`` steps (1,000,000 by default; random actions,
+so about 45,000 episodes of ~22 steps) is written once into a temporary directory. Then, with the
+page cache warm, repeats alternate between:
+
+- baseline: ``np.fromfile`` of every ``.bin`` file of the recording (the same bytes the arrays
+  live in, read with numpy alone, nothing parsed);
+- for reference, ``json.loads`` of every batch JSON file: the metadata any reader of the format
+  must parse (for short episodes it is larger than the arrays themselves);
+- ``transitions(RecordingReader(dir))``: open the recording and build ``obs``, ``next_obs``,
+  ``action``, ``reward``, ``terminated``, ``truncated``, ``episode`` and ``step`` for every step.
+
+Reported: the median of each, their ratio, and ``ok`` when the ratio is at most 2 (the target of
+issue 13), else ``MISS``.
+
+Run from the repository root::
+
+    python benchmarks/bench_training.py                # about a minute (recording ~30 s)
+    python benchmarks/bench_training.py --steps 200000 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)  # benchmark the checkout, not whatever version is installed
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+from gym_recorder import RecordingReader, RecordingWrapper  # noqa: E402
+from gym_recorder.transitions import transitions  # noqa: E402
+
+TARGET_RATIO = 2.0
+
+
+def make_recording(directory: str, steps: int, seed: int = 0) -> None:
+    env = RecordingWrapper(gym.make("CartPole-v1"), directory)
+    rng = np.random.default_rng(seed)
+    actions = rng.integers(0, 2, size=steps)
+    env.reset(seed=seed)
+    for a in actions.tolist():
+        _, _, te, tr, _ = env.step(a)
+        if te or tr:
+            env.reset()
+    env.close()
+
+
+def read_fromfile(directory: str) -> int:
+    total = 0
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".bin"):
+            total += np.fromfile(os.path.join(directory, name), dtype=np.uint8).nbytes
+    return total
+
+
+def parse_json(directory: str) -> int:
+    """json.loads of every batch file: what any reader of the format must at least do."""
+    total = 0
+    for name in sorted(os.listdir(directory)):
+        if ".ep" in name and name.endswith(".json"):
+            with open(os.path.join(directory, name), "rb") as f:
+                total += len(json.loads(f.read())["episodes"])
+    return total
+
+
+def build(directory: str) -> int:
+    with RecordingReader(directory) as reader:
+        t = transitions(reader)
+    return len(t)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs")
+    tmp = tempfile.mkdtemp(prefix="bench_training.")
+    try:
+        t0 = time.perf_counter()
+        make_recording(tmp, args.steps)
+        with RecordingReader(tmp) as reader:
+            episodes = len(reader)
+        print(f"recorded {args.steps:,} steps, {episodes:,} episodes in "
+              f"{time.perf_counter() - t0:.1f} s")
+        nbytes = read_fromfile(tmp)
+        assert build(tmp) == args.steps
+        base, ours, floor = [], [], []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            read_fromfile(tmp)
+            base.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            parse_json(tmp)
+            floor.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            build(tmp)
+            ours.append(time.perf_counter() - t0)
+        b, o, j = statistics.median(base), statistics.median(ours), statistics.median(floor)
+        ratio = o / b
+        print(f"np.fromfile of the .bin files ({nbytes / 1e6:.1f} MB): {b * 1e3:8.1f} ms "
+              f"({nbytes / b / 1e9:.2f} GB/s)")
+        print(f"json.loads of the batch files (floor for any reader): {j * 1e3:8.1f} ms "
+              f"({j / b:.1f}x np.fromfile)")
+        print(f"transitions(reader), {args.steps:,} steps:       {o * 1e3:8.1f} ms "
+              f"({o / args.steps * 1e9:.0f} ns/step)")
+        print(f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}): "
+              f"{'ok' if ratio <= TARGET_RATIO else 'MISS'}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

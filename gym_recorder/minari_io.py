@@ -1,0 +1,348 @@
+"""Minari datasets in and out (needs ``gymnasium-recorder[minari]``: minari[hdf5] and pillow).
+
+:func:`export_minari` turns a recording into a Minari dataset with Minari's own
+``create_dataset_from_buffers`` (raw arrays: ``jpeg_encoding=False`` where the installed Minari
+has that option, so images stay lossless), keeping spaces, the env spec, reset seeds and options,
+and the infos Minari can hold (the result names the keys left out, and why). The dataset goes
+into Minari's root (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``): it is written under a
+temporary root inside it and moved into place at the end.
+
+:func:`import_minari` reads every episode of a Minari dataset (an id in the local root, or the
+path of a dataset's folder, the one holding ``data/``) into a new recording, bit-exact: the
+arrays Minari gives back are replayed through a :class:`~gym_recorder.RecordingWrapper`, so the
+recording holds exactly them, with the seeds, options and infos.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import secrets
+import shutil
+import warnings
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from .errors import OutputExistsError, UnsupportedSpaceError
+from .export import _require
+from .reader import RecordingReader
+from .spaces import describe_space
+
+__all__ = ["export_minari", "import_minari", "import_env_module"]
+
+
+def import_env_module(env_id: str | None) -> None:
+    """Imports what registers ``env_id``: ``sample_envs`` for ``sample_envs/...`` ids, ``module``
+    for ``module:EnvId`` ids (as ``gymnasium.make`` would), so that Minari can make the env."""
+    if not env_id:
+        return
+    if env_id.startswith("sample_envs/"):
+        importlib.import_module("sample_envs")
+    elif ":" in env_id:
+        importlib.import_module(env_id.split(":", 1)[0])
+
+
+def _check_space(space: Any, where: str) -> None:
+    def walk(desc: Any) -> None:
+        if isinstance(desc, dict):
+            if desc.get("type") == "unknown":
+                raise UnsupportedSpaceError(f"{where}: the space {space} cannot be represented "
+                                            f"(gym_recorder does not know {desc.get('class')})")
+            for v in desc.values():
+                walk(v)
+        elif isinstance(desc, list):
+            for v in desc:
+                walk(v)
+    if space is None:
+        raise UnsupportedSpaceError(f"{where}: no space recorded")
+    walk(describe_space(space))
+
+
+# The spaces Minari's serialization knows (minari.serialization.serialize_space).
+MINARI_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                 gym.spaces.MultiBinary, gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Text)
+
+
+def _check_minari_space(space: gym.Space, where: str) -> None:
+    if not isinstance(space, MINARI_SPACES):
+        raise UnsupportedSpaceError(f"{where}: Minari cannot store a {type(space).__name__} "
+                                    f"space ({space})")
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        items = space.spaces.items() if isinstance(space, gym.spaces.Dict) \
+            else enumerate(space.spaces)
+        for k, sub in items:
+            _check_minari_space(sub, f"{where}[{k!r}]")
+
+
+def _stack_info(values: list, key: str) -> tuple[Any, str | None]:
+    """(stacked value, None) or (None, why it cannot be stored)."""
+    if all(isinstance(v, dict) for v in values):
+        keys = list(values[0])
+        if any(list(v) != keys for v in values):
+            return None, "its dicts have different keys in different steps"
+        out, why_all = {}, []
+        for k in keys:
+            s, why = _stack_info([v[k] for v in values], f"{key}/{k}")
+            if why:
+                why_all.append(f"{k}: {why}")
+            else:
+                out[k] = s
+        return (out, None) if not why_all else (None, "; ".join(why_all))
+    ok = (bool, int, float, np.bool_, np.number, np.ndarray)
+    if not all(isinstance(v, ok) for v in values):
+        kinds = sorted({type(v).__name__ for v in values if not isinstance(v, ok)})
+        return None, f"Minari keeps only numbers and arrays in infos, not {', '.join(kinds)}"
+    arrays = [np.asarray(v) for v in values]
+    if len({(a.dtype, a.shape) for a in arrays}) != 1:
+        return None, "its values change dtype or shape between steps"
+    if arrays[0].dtype.kind not in "biuf":
+        return None, f"dtype {arrays[0].dtype} is not stored by Minari's HDF5 infos"
+    return np.stack(arrays), None
+
+
+def _infos_for_minari(infos: list[dict], dropped: dict[str, str]) -> dict:
+    keys: list = []
+    for row in infos:
+        keys.extend(k for k in row if k not in keys)
+    out = {}
+    for k in keys:
+        if not isinstance(k, str) or "/" in k:
+            dropped.setdefault(str(k), "Minari needs string keys without '/'")
+            continue
+        if any(k not in row for row in infos):
+            dropped.setdefault(k, "it is not in every step's info (Minari stacks infos)")
+            continue
+        value, why = _stack_info([row[k] for row in infos], k)
+        if why:
+            dropped.setdefault(k, why)
+        else:
+            out[k] = value
+    return out
+
+
+def _env_for(reader: RecordingReader) -> Any:
+    env_id = reader.env_id
+    if not env_id:
+        return None
+    import_env_module(env_id)
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error:
+        return None  # not registered here: the dataset gets the spaces only
+    recorded = (reader.writers[0].get("manifest") or {}).get("env_spec") or {}
+    if isinstance(recorded.get("kwargs"), dict):
+        spec = replace(spec, kwargs={**spec.kwargs, **recorded["kwargs"]})
+    return spec
+
+
+def export_minari(directory: str | os.PathLike, dataset_id: str, *,
+                  episodes: Iterable[int] | None = None, description: str | None = None) -> dict:
+    """Writes a recording as the Minari dataset ``dataset_id`` in Minari's local root.
+
+    Args:
+        directory: the recording.
+        dataset_id: ``NAMESPACE/NAME-vN`` (or ``NAME-vN``); it must not exist yet.
+        episodes: reader indices to export (all by default).
+        description: the dataset's description.
+
+    Returns:
+        ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why}}``.
+
+    Raises:
+        OutputExistsError: if the dataset exists.
+        UnsupportedSpaceError: if a space cannot be represented.
+        MissingExtraError: if minari is not installed.
+    """
+    minari = _require("minari", "minari")
+    from minari.data_collector import EpisodeBuffer
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    namespace, _, _ = parse_dataset_id(dataset_id)  # ValueError for a malformed id
+    root = os.path.realpath(get_dataset_path())
+    final = os.path.realpath(os.path.join(root, dataset_id))
+    if os.path.commonpath([root, final]) != root:
+        raise ValueError(f"dataset id {dataset_id!r} leads out of Minari's root {root}")
+    if os.path.lexists(final):
+        raise OutputExistsError(f"the Minari dataset {dataset_id} exists at {final}")
+    dropped: dict[str, str] = {}
+    with RecordingReader(directory) as reader:
+        _check_space(reader.observation_space, "observation space")
+        _check_space(reader.action_space, "action space")
+        _check_minari_space(reader.observation_space, f"{directory}: observation space")
+        _check_minari_space(reader.action_space, f"{directory}: action space")
+        buffers, steps = [], 0
+        chosen = range(len(reader)) if episodes is None else episodes
+        for k, i in enumerate(chosen):
+            ep = reader[i]
+            options = ep.options
+            if options is not None and not isinstance(options, dict):
+                dropped.setdefault("<reset options>", "Minari keeps only dict options")
+                options = None
+            buffers.append(EpisodeBuffer(
+                id=k, seed=ep.seed, options=options, observations=ep.observations,
+                actions=ep.actions, rewards=ep.rewards, terminations=ep.terminations,
+                truncations=ep.truncations, infos=_infos_for_minari(ep.infos, dropped)))
+            steps += ep.length
+        if not buffers:
+            raise UnsupportedSpaceError(f"{directory}: no episodes to export")
+        env = _env_for(reader)
+        kwargs: dict[str, Any] = dict(
+            env=env, observation_space=reader.observation_space,
+            action_space=reader.action_space, data_format="hdf5", eval_env=env,
+            algorithm_name="recorded with gym_recorder",
+            description=description or f"Exported by gym_recorder from {directory}.")
+        if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
+            kwargs["jpeg_encoding"] = False
+        tmp_root = os.path.join(root, f".gym_recorder.tmp{secrets.token_hex(4)}")
+        os.makedirs(tmp_root)
+        saved = os.environ.get("MINARI_DATASETS_PATH")
+        try:
+            os.environ["MINARI_DATASETS_PATH"] = tmp_root
+            with warnings.catch_warnings():
+                # Minari warns about each metadata field left None (author, permalink, ...)
+                warnings.filterwarnings("ignore", category=UserWarning, module=r"minari\.")
+                minari.create_dataset_from_buffers(dataset_id, buffers, **kwargs)
+            os.environ.pop("MINARI_DATASETS_PATH")
+            if saved is not None:
+                os.environ["MINARI_DATASETS_PATH"] = saved
+            if namespace is not None and not os.path.isdir(os.path.join(root, namespace)):
+                os.makedirs(os.path.dirname(os.path.join(root, namespace)), exist_ok=True)
+                os.rename(os.path.join(tmp_root, namespace), os.path.join(root, namespace))
+            else:
+                os.makedirs(os.path.dirname(final), exist_ok=True)
+                if os.path.lexists(final):
+                    raise OutputExistsError(f"the Minari dataset {dataset_id} appeared at {final}"
+                                            f" while exporting")
+                os.rename(os.path.join(tmp_root, dataset_id), final)
+        finally:
+            if saved is None:
+                os.environ.pop("MINARI_DATASETS_PATH", None)
+            else:
+                os.environ["MINARI_DATASETS_PATH"] = saved
+            shutil.rmtree(tmp_root, ignore_errors=True)
+    return {"dataset_id": dataset_id, "path": final, "episodes": len(buffers), "steps": steps,
+            "dropped": dropped}
+
+
+class _Playback(gym.Env):
+    """An env that gives back one recorded episode after another (for :func:`import_minari`)."""
+
+    metadata: dict = {"render_modes": []}
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, spec: Any) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+        self.spec = spec
+        self.episode: dict = {}
+        self.k = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        self.k = 0
+        e = self.episode
+        return _row(e["observations"], 0), e["infos"][0]
+
+    def step(self, action: Any) -> tuple:
+        e, k = self.episode, self.k
+        self.k = k + 1
+        return (_row(e["observations"], k + 1), e["rewards"][k], bool(e["terminations"][k]),
+                bool(e["truncations"][k]), e["infos"][k + 1])
+
+
+def _row(tree: Any, k: int) -> Any:
+    if isinstance(tree, dict):
+        return {key: _row(v, k) for key, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_row(v, k) for v in tree)
+    return tree[k]
+
+
+def _info_rows(infos: Any, n: int, where: str) -> list[dict]:
+    """Minari's infos (a dict of stacked arrays, N + 1 rows) as N + 1 dicts."""
+    if not infos:
+        return [{} for _ in range(n + 1)]
+
+    def rows_of(tree: Any, path: str) -> int:
+        if isinstance(tree, dict):
+            counts = {rows_of(v, f"{path}/{k}") for k, v in tree.items()}
+            if len(counts) > 1:
+                raise UnsupportedSpaceError(f"{where}: infos {path or '/'} have leaves of "
+                                            f"different lengths {sorted(counts)}")
+            return counts.pop() if counts else n + 1
+        return len(tree)
+
+    rows = rows_of(infos, "")
+    if rows not in (n, n + 1):
+        raise UnsupportedSpaceError(f"{where}: infos have {rows} rows for {n} steps")
+    shift = n + 1 - rows  # N rows: the reset's info was not stored
+    return [{} if k < shift else _row(infos, k - shift) for k in range(n + 1)]
+
+
+def _open_dataset(minari: Any, dataset: str | os.PathLike) -> Any:
+    path = os.fspath(dataset)
+    if os.path.isdir(os.path.join(path, "data")):
+        return minari.MinariDataset(os.path.join(path, "data"))
+    if os.path.isdir(path) and os.path.basename(os.path.normpath(path)) == "data":
+        return minari.MinariDataset(path)
+    return minari.load_dataset(path)  # an id in the local root (MINARI_DATASETS_PATH honoured)
+
+
+def import_minari(dataset: str | os.PathLike, directory: str | os.PathLike) -> dict:
+    """Reads every episode of a Minari dataset into a new recording ``directory``.
+
+    Args:
+        dataset: a dataset id in Minari's local root, or the path of a dataset's folder.
+        directory: the recording to create; it must not exist.
+
+    Returns:
+        ``{"path", "dataset_id", "episodes", "steps"}``.
+
+    Raises:
+        OutputExistsError: if ``directory`` exists.
+        UnsupportedSpaceError: if the dataset's spaces or infos cannot be represented.
+        FileNotFoundError: if there is no such dataset.
+    """
+    minari = _require("minari", "minari")
+    from .wrapper import RecordingWrapper
+
+    out = os.path.abspath(os.fspath(directory))
+    if os.path.lexists(out):
+        raise OutputExistsError(f"{out} exists; choose a new recording directory")
+    ds = _open_dataset(minari, dataset)
+    _check_space(ds.observation_space, f"Minari dataset {ds.id} observation space")
+    _check_space(ds.action_space, f"Minari dataset {ds.id} action space")
+    spec = ds.env_spec
+    parent = os.path.dirname(out)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(out)}.tmp{secrets.token_hex(4)}")
+    play = _Playback(ds.observation_space, ds.action_space, spec)
+    steps = count = 0
+    try:
+        env = RecordingWrapper(play, tmp)
+        try:
+            ids = ds.episode_indices
+            metas = list(ds.storage.get_episode_metadata(ids))
+            for meta, ep in zip(metas, ds.iterate_episodes()):
+                n = len(ep.rewards)
+                play.episode = {"observations": ep.observations, "rewards": ep.rewards,
+                                "terminations": ep.terminations, "truncations": ep.truncations,
+                                "infos": _info_rows(ep.infos, n, f"episode {ep.id}")}
+                seed = meta.get("seed")
+                env.reset(seed=None if seed is None else int(seed), options=meta.get("options"))
+                for k in range(n):
+                    env.step(_row(ep.actions, k))
+                steps += n
+                count += 1
+        finally:
+            env.close()
+        if os.path.lexists(out):
+            raise OutputExistsError(f"{out} appeared while importing; nothing was written")
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"path": out, "dataset_id": ds.id, "episodes": count, "steps": steps}

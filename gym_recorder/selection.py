@@ -1,0 +1,111 @@
+"""Choosing episodes of a recording: by index, writer, env id or a predicate, and splits.
+
+Everything here works on :meth:`RecordingReader.summaries` (lengths, returns, ends, seeds: only
+the rewards are read), so the arrays of episodes a selection drops are never read.
+
+Example:
+    >>> from gym_recorder import RecordingReader
+    >>> from gym_recorder.selection import select, split
+    >>> with RecordingReader("recordings/cartpole") as reader:            # doctest: +SKIP
+    ...     long = select(reader, where=lambda s: s.length >= 20 and s.end == "terminated")
+    ...     train, val = split(long, (0.9, 0.1), seed=0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import EmptySelectionError
+from .reader import EpisodeSummary, RecordingReader
+
+__all__ = ["select", "split"]
+
+
+def select(reader: RecordingReader, *, episodes: Iterable[int] | None = None,
+           writer: str | Iterable[str] | None = None, env_id: str | Iterable[str] | None = None,
+           where: Callable[[EpisodeSummary], bool] | None = None) -> list[int]:
+    """Returns the reader indices of the episodes that pass every given filter, in order.
+
+    Args:
+        reader: an open reader.
+        episodes: only these indices (negative ones count from the end); in the given order.
+        writer: only episodes of this writer prefix (or of any of these prefixes).
+        env_id: only episodes recorded from this env id (or any of these).
+        where: a predicate on the episode's :class:`~gym_recorder.reader.EpisodeSummary`
+            (``length``, ``total_reward``, ``end``, ``seed``, ``sub_env``, ``writer``, ``env_id``).
+
+    Raises:
+        EmptySelectionError: if no episode passes.
+        IndexError: if an index in ``episodes`` is out of range.
+    """
+    n = len(reader)
+    if episodes is None:
+        indices = list(range(n))
+    else:
+        indices = []
+        for i in episodes:
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+                raise TypeError(f"episode indices must be ints, got {i!r}")
+            if not -n <= i < n:
+                raise IndexError(f"episode {int(i)} out of range: the recording has {n} episodes")
+            indices.append(int(i) % n)
+    writers = {writer} if isinstance(writer, str) else None if writer is None else set(writer)
+    env_ids = {env_id} if isinstance(env_id, str) else None if env_id is None else set(env_id)
+    if writers is not None or env_ids is not None or where is not None:
+        kept = []
+        every = list(reader.summaries()) if len(indices) > n // 4 else None  # faster in bulk
+        for i in indices:
+            s = every[i] if every is not None else reader.summary(i)
+            if writers is not None and s.writer not in writers:
+                continue
+            if env_ids is not None and s.env_id not in env_ids:
+                continue
+            if where is not None and not where(s):
+                continue
+            kept.append(i)
+        indices = kept
+    if not indices:
+        what = [f"{k}={v!r}" for k, v in (("episodes", episodes), ("writer", writer),
+                                            ("env_id", env_id)) if v is not None]
+        if where is not None:
+            what.append("where=<predicate>")
+        raise EmptySelectionError(f"no episode of the {n} in {reader.directory} matches "
+                                  f"{', '.join(what) or 'the selection'}")
+    return indices
+
+
+def split(episodes: Sequence[int] | RecordingReader, fractions: Sequence[float], *,
+          seed: int | None = None) -> list[list[int]]:
+    """Splits episodes into disjoint parts (train, validation, ...) of the given fractions.
+
+    Episodes are shuffled with ``numpy.random.default_rng(seed)`` (not shuffled when ``seed`` is
+    None), then cut into consecutive parts of ``round``-ed sizes; the last part takes what is
+    left. No episode is in two parts, so no two parts share a step.
+
+    Args:
+        episodes: episode indices (e.g. from :func:`select`), or a reader for all its episodes.
+        fractions: positive numbers summing to 1 (within 1e-6).
+        seed: the shuffle's seed; the same seed gives the same split.
+
+    Raises:
+        ValueError: if the fractions are not positive or do not sum to 1.
+        EmptySelectionError: if a part would get no episode.
+    """
+    if isinstance(episodes, RecordingReader):
+        episodes = list(range(len(episodes)))
+    fr = [float(f) for f in fractions]
+    if not fr or any(not (f > 0) or not math.isfinite(f) for f in fr) or abs(sum(fr) - 1) > 1e-6:
+        raise ValueError(f"fractions must be positive and sum to 1, got {list(fractions)!r}")
+    order = np.asarray(list(episodes), dtype=np.int64)
+    if seed is not None:
+        order = order[np.random.default_rng(seed).permutation(len(order))]
+    cuts = np.round(np.cumsum(fr)[:-1] * len(order)).astype(np.int64)
+    parts = [p.tolist() for p in np.split(order, cuts)]
+    for k, p in enumerate(parts):
+        if not p:
+            raise EmptySelectionError(f"split part {k} (fraction {fr[k]:g}) of {len(order)} "
+                                      f"episodes would be empty")
+    return parts

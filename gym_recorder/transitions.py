@@ -1,0 +1,230 @@
+"""Flat transition arrays of a selection of episodes: what an off-policy learner wants.
+
+:func:`transitions` concatenates, column by column, the episodes of a selection into
+``obs``, ``next_obs``, ``action``, ``reward``, ``terminated``, ``truncated``, ``episode`` and
+``step``, one row per step. Dict and Tuple spaces give dicts and tuples of arrays; every leaf
+keeps the dtype it was recorded with. All observations of the selection are held once, in
+``observations`` (each episode's N + 1 rows one after another); ``obs`` and ``next_obs`` are
+taken from it: views of it (``observations[:-1]`` and ``observations[1:]``) for a single
+episode, gathered copies otherwise.
+
+Example:
+    >>> from gym_recorder import RecordingReader
+    >>> from gym_recorder.transitions import transitions
+    >>> with RecordingReader("recordings/cartpole") as reader:          # doctest: +SKIP
+    ...     t = transitions(reader)
+    >>> t.obs.shape, t.next_obs.dtype, t.reward.dtype                   # doctest: +SKIP
+    ((215, 4), dtype('float32'), dtype('float64'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import EmptySelectionError, UnsupportedSpaceError
+from .reader import RecordingReader
+
+__all__ = ["Transitions", "transitions", "tree_map", "tree_leaves", "gather", "concat"]
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """Applies ``f`` to every leaf of ``tree`` (and the matching leaves of ``rest``): dicts and
+    tuples are walked, anything else (arrays, lists of values) is a leaf."""
+    if isinstance(tree, dict):
+        return {k: tree_map(f, v, *(r[k] for r in rest)) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(tree_map(f, v, *(r[i] for r in rest)) for i, v in enumerate(tree))
+    return f(tree, *rest)
+
+
+def tree_leaves(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Yields ``(dotted path, leaf)``: ``""`` for a lone leaf, else ``"key.sub"`` / ``"0.1"``."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from tree_leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(tree, tuple):
+        for i, v in enumerate(tree):
+            yield from tree_leaves(v, f"{prefix}.{i}" if prefix else str(i))
+    else:
+        yield prefix, tree
+
+
+def _structure(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _structure(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_structure(v) for v in tree)
+    return None
+
+
+def gather(tree: Any, rows: np.ndarray) -> Any:
+    """Rows ``rows`` of every leaf (fancy indexing for arrays, a list for lists of values)."""
+    return tree_map(lambda leaf: leaf[rows] if isinstance(leaf, np.ndarray)
+                    else [leaf[int(r)] for r in rows], tree)
+
+
+def _slice(tree: Any, s: slice) -> Any:
+    return tree_map(lambda leaf: leaf[s], tree)
+
+
+def concat(trees: Sequence[Any], where: str) -> Any:
+    """Concatenates trees of one structure leaf by leaf (dtypes must agree exactly)."""
+    first = _structure(trees[0])
+    for k, t in enumerate(trees[1:], 1):
+        if _structure(t) != first:
+            raise UnsupportedSpaceError(f"{where}: part {k} has a different structure than part 0")
+
+    def cat(*leaves: Any) -> Any:
+        if all(isinstance(x, np.ndarray) for x in leaves):
+            dtypes = {x.dtype for x in leaves}
+            if len(dtypes) > 1:  # a leaf widened in some batches (see the format): keep it all
+                return np.concatenate(leaves, dtype=np.result_type(*dtypes))
+            return leaves[0] if len(leaves) == 1 else np.concatenate(leaves)
+        out: list = []
+        for x in leaves:
+            out.extend(list(x))
+        return out
+
+    return tree_map(cat, trees[0], *trees[1:])
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """One row per step of a selection of episodes.
+
+    Attributes:
+        obs: the observation each step was taken from (S rows; dict/tuple for Dict/Tuple spaces).
+        next_obs: the observation each step led to (S rows).
+        action, reward, terminated, truncated: per step, as recorded (reward float64, flags bool).
+        episode: int64 reader index of each step's episode.
+        step: int64 index of each step in its episode.
+        observations: every observation of the selection, each episode's N + 1 rows in turn.
+        episodes: int64 reader indices of the selected episodes, in order.
+        starts: int64 first step row of each selected episode (E + 1 entries, the last is S).
+    """
+
+    obs: Any
+    next_obs: Any
+    action: Any
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode: np.ndarray
+    step: np.ndarray
+    observations: Any
+    episodes: np.ndarray
+    starts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+    def rows(self, rows: np.ndarray | Sequence[int]) -> dict:
+        """The given step rows as a dict of (trees of) arrays: one batch for a learner."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return {"obs": gather(self.obs, rows), "next_obs": gather(self.next_obs, rows),
+                "action": gather(self.action, rows), "reward": self.reward[rows],
+                "terminated": self.terminated[rows], "truncated": self.truncated[rows],
+                "episode": self.episode[rows], "step": self.step[rows]}
+
+    def sample(self, n: int, rng: np.random.Generator, *, replace: bool = True) -> dict:
+        """``n`` steps drawn uniformly with ``rng`` (reproducible for a seeded Generator).
+
+        Raises:
+            EmptySelectionError: if ``replace`` is False and there are fewer than ``n`` steps.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        if n < 0 or (not replace and n > len(self)):
+            raise EmptySelectionError(f"cannot draw {n} of {len(self)} steps without replacement")
+        return self.rows(rng.choice(len(self), size=n, replace=replace))
+
+
+def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterator[tuple]:
+    """(index, observations, actions, rewards, terminations, truncations) per episode, in the
+    order of ``indices``.
+
+    With the reader's batch interface (``batches()`` / ``read_batch()``), each batch that holds
+    a part of a selected episode is decoded once, and batches without one are not read;
+    otherwise episode by episode.
+    """
+    if not (hasattr(reader, "batches") and hasattr(reader, "read_batch")):
+        for i in indices:
+            ep = reader[i]
+            yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+        return
+    wanted = set(indices)
+    parts: dict[int, list] = {}
+    for info in reader.batches():
+        if wanted.isdisjoint(info.episodes):
+            continue
+        for p in reader.read_batch(info):
+            if p.episode in wanted:
+                parts.setdefault(p.episode, []).append(p)
+    for i in indices:
+        ps = sorted(parts.get(i, ()), key=lambda p: p.part)
+        if not ps:
+            ep = reader[i]  # e.g. a legacy episode outside the batch interface
+            yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+            continue
+        if len(ps) == 1:
+            p = ps[0]
+            yield i, p.observations, p.actions, p.rewards, p.terminations, p.truncations
+            continue
+        where = f"{reader.directory} episode {i}"
+        yield (i, concat([p.observations for p in ps], f"{where} observations"),
+               concat([p.actions for p in ps], f"{where} actions"),
+               np.concatenate([p.rewards for p in ps]),
+               np.concatenate([p.terminations for p in ps]),
+               np.concatenate([p.truncations for p in ps]))
+
+
+def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) -> Transitions:
+    """Builds the flat transitions of the given episodes (all by default), in that order.
+
+    Args:
+        reader: an open reader.
+        episodes: reader indices, e.g. from :func:`gym_recorder.selection.select`.
+
+    Raises:
+        EmptySelectionError: if there are no episodes.
+        UnsupportedSpaceError: if episodes of the selection have different structures.
+    """
+    indices = list(range(len(reader))) if episodes is None else [int(i) for i in episodes]
+    if not indices:
+        raise EmptySelectionError(f"no episodes selected in {reader.directory}")
+    obs_parts, act_parts, rew, term, trunc, lengths = [], [], [], [], [], []
+    for _, obs, act, r, te, tr in _episode_columns(reader, indices):
+        obs_parts.append(obs)
+        act_parts.append(act)
+        rew.append(r)
+        term.append(te)
+        trunc.append(tr)
+        lengths.append(len(r))
+    where = f"{reader.directory}"
+    observations = concat(obs_parts, f"{where} observations")
+    actions = concat(act_parts, f"{where} actions")
+    lengths_a = np.asarray(lengths, dtype=np.int64)
+    starts = np.zeros(len(indices) + 1, dtype=np.int64)
+    np.cumsum(lengths_a, out=starts[1:])
+    total = int(starts[-1])
+    ep_ord = np.repeat(np.arange(len(indices), dtype=np.int64), lengths_a)
+    step = np.arange(total, dtype=np.int64) - starts[:-1][ep_ord]
+    if len(indices) == 1:  # the layout allows views: observations[:-1] and observations[1:]
+        obs_v, next_v = _slice(observations, slice(0, -1)), _slice(observations, slice(1, None))
+    else:
+        rows = np.arange(total, dtype=np.int64) + ep_ord  # observation row before each step
+        obs_v, next_v = gather(observations, rows), gather(observations, rows + 1)
+    episodes_a = np.asarray(indices, dtype=np.int64)
+    return Transitions(obs=obs_v, next_obs=next_v, action=actions,
+                       reward=_cat(rew, np.float64), terminated=_cat(term, np.bool_),
+                       truncated=_cat(trunc, np.bool_), episode=episodes_a[ep_ord], step=step,
+                       observations=observations, episodes=episodes_a, starts=starts)
+
+
+def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+

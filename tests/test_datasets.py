@@ -1,0 +1,114 @@
+"""Map-style datasets: items equal the transitions, pickling, and worker processes (fork, spawn)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+
+import numpy as np
+import pytest
+
+from gym_recorder import RecordingReader
+from gym_recorder.datasets import EpisodeDataset, TransitionDataset, WindowDataset
+from gym_recorder.errors import EmptySelectionError
+from gym_recorder.sampling import windows
+from gym_recorder.selection import split
+from gym_recorder.transitions import transitions
+
+from training_helpers import assert_tree, record
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ds")
+    record(d, "sample_envs/NestedDict-v0", 6, seed=2, env_kwargs={"episode_length": 9})
+    return d
+
+
+def _items(ds, indices):
+    """Runs in a worker process: the dataset arrives pickled (spawn) or inherited (fork)."""
+    return [ds[i] for i in indices]
+
+
+def _assert_item(got, expected, where):
+    for k in expected:
+        assert_tree(got[k], expected[k], f"{where}[{k!r}]")
+
+
+def test_transition_dataset_items_equal_transitions(rec):
+    train, val = split(range(6), (0.5, 0.5), seed=0)
+    ds = TransitionDataset(rec, episodes=train)
+    with RecordingReader(rec) as reader:
+        t = transitions(reader, train)
+    assert len(ds) == len(t) == 27
+    for i in range(len(ds)):
+        item = ds[i]
+        row = t.rows(np.array([i]))
+        for k in row:
+            assert_tree(item[k], _first(row[k]), f"item {i} {k}")
+    assert set(ds[len(ds) - 1]["episode"].reshape(1).tolist()) <= set(train)
+    with pytest.raises(IndexError, match="index 27 out of range"):
+        ds[27]
+
+
+def _first(tree):
+    if isinstance(tree, dict):
+        return {k: _first(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_first(v) for v in tree)
+    return tree[0]
+
+
+def test_window_dataset_equals_windows(rec):
+    ds = WindowDataset(rec, 4, 2, complete_only=False)
+    with RecordingReader(rec) as reader:
+        w = windows(transitions(reader), 4, 2)
+    assert len(ds) == len(w) == 6 * 5
+    for i in range(len(ds)):
+        _assert_item(ds[i], w[i], f"window {i}")
+    with pytest.raises(EmptySelectionError, match="longer than every episode"):
+        WindowDataset(rec, 10)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_datasets_in_worker_processes(rec, method):
+    ctx = multiprocessing.get_context(method)
+    tds, eds, wds = TransitionDataset(rec), EpisodeDataset(rec), WindowDataset(rec, 3, 3)
+    # the parent uses its reader before the workers start (a fork copies it; it must not be used)
+    expected_t = [tds[i] for i in range(len(tds))]
+    expected_e = [eds[i] for i in range(len(eds))]
+    expected_w = [wds[i] for i in range(len(wds))]
+    assert len(pickle.dumps(tds)) < 10_000  # a location, indices and lengths: no arrays
+    with ctx.Pool(2) as pool:
+        chunks = [list(range(k, len(tds), 4)) for k in range(4)]
+        got_t = pool.starmap(_items, [(tds, c) for c in chunks])
+        got_e = pool.starmap(_items, [(eds, [i]) for i in range(len(eds))])
+        got_w = pool.starmap(_items, [(wds, [i]) for i in range(len(wds))])
+    for c, items in zip(chunks, got_t):
+        for i, item in zip(c, items):
+            _assert_item(item, expected_t[i], f"{method} transition {i}")
+    for i, (item,) in enumerate(got_e):
+        _assert_item(item, expected_e[i], f"{method} episode {i}")
+    for i, (item,) in enumerate(got_w):
+        _assert_item(item, expected_w[i], f"{method} window {i}")
+    # and the parent's own reader still works after its workers are gone
+    _assert_item(tds[5], expected_t[5], "parent after workers")
+
+
+def test_dataset_opened_in_each_process_not_shared(rec):
+    ds = TransitionDataset(rec)
+    ds[0]
+    clone = pickle.loads(pickle.dumps(ds))
+    assert clone._reader_obj is None and ds._reader_obj is not None
+    _assert_item(clone[3], ds[3], "unpickled")
+    ds.close()
+    _assert_item(ds[4], clone[4], "reopened after close")
+
+
+def test_dataset_bad_selection_is_a_named_error(rec):
+    with pytest.raises(EmptySelectionError, match="no episodes selected"):
+        TransitionDataset(rec, episodes=[])
+    with pytest.raises(IndexError, match="episode 6 out of range: .* has 6 episodes"):
+        EpisodeDataset(rec, episodes=[0, 6])
+    with pytest.raises(ValueError, match="length must be a positive int, got 0"):
+        WindowDataset(rec, 0)

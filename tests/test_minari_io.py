@@ -1,0 +1,232 @@
+"""Minari both ways: ours -> Minari -> ours is identical; a DataCollector dataset imports equal."""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from gym_recorder import RecordingReader
+from gym_recorder.errors import OutputExistsError
+
+from needs import need_module
+from training_helpers import assert_tree, record
+
+
+@pytest.fixture
+def minari_root(tmp_path, monkeypatch):
+    root = tmp_path / "minari_root"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    return root
+
+
+def _assert_same_recordings(a, b):
+    with RecordingReader(a) as ra, RecordingReader(b) as rb:
+        assert len(ra) == len(rb) > 0
+        assert str(ra.observation_space) == str(rb.observation_space)
+        assert str(ra.action_space) == str(rb.action_space)
+        assert ra.env_id == rb.env_id
+        for x, y in zip(ra, rb):
+            w = f"episode {x.index}"
+            assert_tree(y.observations, x.observations, f"{w} observations")
+            assert_tree(y.actions, x.actions, f"{w} actions")
+            assert_tree(y.rewards, x.rewards, f"{w} rewards")
+            assert_tree(y.terminations, x.terminations, f"{w} terminations")
+            assert_tree(y.truncations, x.truncations, f"{w} truncations")
+            assert y.seed == x.seed and y.end == x.end, w
+            yield x, y
+
+
+@pytest.mark.parametrize("env_id, kwargs, episodes", [
+    ("CartPole-v1", {}, 6),
+    ("sample_envs/Image-v0", {"height": 16, "width": 12, "episode_length": 7}, 3),
+    ("sample_envs/NestedDict-v0", {"episode_length": 5}, 3),
+])
+def test_ours_to_minari_to_ours_is_identical(tmp_path, minari_root, env_id, kwargs, episodes):
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari, import_minari
+
+    rec = tmp_path / "rec"
+    record(rec, env_id, episodes, seed=5, env_kwargs=kwargs)
+    name = "test/" + env_id.replace("/", "-").lower().replace("-v", "-x") + "-v0"
+    result = export_minari(rec, name)
+    assert result["episodes"] == episodes
+    assert sorted(os.listdir(minari_root)) == ["test"]  # the temporary root is gone
+    ds = minari.load_dataset(name)
+    assert ds.total_episodes == episodes
+    first = next(iter(ds.iterate_episodes()))
+    with RecordingReader(rec) as reader:
+        ep0 = reader[0]
+    assert_tree(first.observations, ep0.observations, "what minari reads")  # lossless images
+    back = tmp_path / "back"
+    imported = import_minari(name, back)
+    assert imported["episodes"] == episodes
+    list(_assert_same_recordings(rec, back))
+    # the dataset's folder (the one holding data/) imports the same
+    again = import_minari(minari_root / name, tmp_path / "again")
+    assert again["steps"] == imported["steps"]
+    with pytest.raises(OutputExistsError, match="exists"):
+        export_minari(rec, name)
+    with pytest.raises(OutputExistsError, match="exists"):
+        import_minari(name, back)
+
+
+def test_minari_datacollector_dataset_imports_equal(tmp_path, minari_root):
+    minari = need_module("minari", 'pip install "minari[create]"')
+    need_module("jax", 'pip install "minari[create]"')
+    from minari import DataCollector
+
+    from gym_recorder.minari_io import import_minari
+
+    env = DataCollector(gym.make("CartPole-v1"), record_infos=True)
+    env.action_space.seed(0)
+    for e in range(4):
+        env.reset(seed=10 + e)
+        while True:
+            _, _, te, tr, _ = env.step(env.action_space.sample())
+            if te or tr:
+                break
+    env.create_dataset("collector/cartpole-v0")
+    env.close()
+    ds = minari.load_dataset("collector/cartpole-v0")
+    back = tmp_path / "back"
+    import_minari("collector/cartpole-v0", back)
+    with RecordingReader(back) as reader:
+        assert len(reader) == ds.total_episodes == 4
+        metas = list(ds.storage.get_episode_metadata(ds.episode_indices))
+        for ours, theirs, meta in zip(reader, ds.iterate_episodes(), metas):
+            w = f"episode {ours.index}"
+            for got, want in ((ours.observations, theirs.observations),
+                              (ours.actions, theirs.actions), (ours.rewards, theirs.rewards),
+                              (ours.terminations, theirs.terminations),
+                              (ours.truncations, theirs.truncations)):
+                assert np.array_equal(got, want), w
+                assert got.dtype == np.asarray(want).dtype, w
+            assert ours.seed == meta["seed"] == 10 + ours.index
+            assert ours.env_id == "CartPole-v1"
+            assert len(ours.infos) == len(ours.rewards) + 1
+
+
+class _Infos(gym.Wrapper):
+    """CartPole with infos of every kind: numbers, arrays, a nested dict, a str, a sparse key."""
+
+    def reset(self, **kwargs):
+        obs, _ = self.env.reset(**kwargs)
+        self.t = 0
+        return obs, self._info(obs)
+
+    def step(self, action):
+        obs, r, te, tr, _ = self.env.step(action)
+        self.t += 1
+        info = self._info(obs)
+        if te or tr:
+            info["final"] = 1.0  # only in the last step
+        return obs, r, te, tr, info
+
+    def _info(self, obs):
+        return {"t": self.t, "pos": obs[:2].copy(), "nested": {"ok": self.t % 2 == 0,
+                                                              "x": np.float32(self.t / 3)},
+                "name": f"step-{self.t}"}
+
+
+def test_export_keeps_the_infos_minari_can_hold_and_names_the_others(tmp_path, minari_root):
+    need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.minari_io import export_minari, import_minari
+
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_Infos(gym.make("CartPole-v1")), rec)
+    env.action_space.seed(1)
+    for e in range(3):
+        env.reset(seed=e, options={"level": e})
+        while not any(env.step(env.action_space.sample())[2:4]):
+            pass
+    env.close()
+    result = export_minari(rec, "test/infos-v0")
+    assert set(result["dropped"]) == {"name", "final"}
+    assert "not str" in result["dropped"]["name"]
+    assert "not in every step" in result["dropped"]["final"]
+    import_minari("test/infos-v0", tmp_path / "back")
+    for x, y in _assert_same_recordings(rec, tmp_path / "back"):
+        assert y.options == {"level": x.index}
+        for a, b in zip(x.infos, y.infos):
+            assert set(b) == {"t", "pos", "nested"}
+            assert b["t"] == a["t"] and b["t"].dtype == np.int64
+            assert_tree(b["pos"], a["pos"], "pos")
+            assert b["nested"]["ok"] == a["nested"]["ok"]
+            assert_tree(b["nested"]["x"], np.asarray(a["nested"]["x"]), "nested x")
+
+
+class _SequenceEnv(gym.Env):
+    """One-step episodes of a Sequence observation space (which Minari cannot store)."""
+
+    observation_space = gym.spaces.Sequence(gym.spaces.Discrete(3))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return (0, 1), {}
+
+    def step(self, action):
+        return (2,), 1.0, True, False, {}
+
+
+def test_bad_minari_input_is_a_named_error(tmp_path, minari_root):
+    need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.minari_io import export_minari, import_minari
+
+    from gym_recorder import RecordingWrapper
+
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_SequenceEnv(), rec)
+    env.reset(seed=0)
+    env.step(0)
+    env.close()
+    with pytest.raises(UnsupportedSpaceError, match="observation space: Minari cannot store a "
+                                                    "Sequence space"):
+        export_minari(rec, "test/seq-v0")
+    assert not (minari_root / "test" / "seq-v0").exists()
+    assert [p.name for p in minari_root.iterdir()] == []
+    with pytest.raises(FileNotFoundError, match="nothing-v0 not found"):
+        import_minari("test/nothing-v0", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+class _Ring(gym.spaces.Space):
+    """A space gym_recorder does not know (Minari learns it through its registries)."""
+
+    def __init__(self):
+        super().__init__(shape=(2,), dtype=np.float32)
+
+    def sample(self, mask=None, probability=None):
+        return self.np_random.uniform(-1, 1, size=2).astype(np.float32)
+
+    def contains(self, x):
+        return np.shape(x) == (2,)
+
+
+def test_minari_dataset_with_a_space_we_cannot_represent_is_refused(tmp_path, minari_root):
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from minari.data_collector import EpisodeBuffer
+    from minari.serialization import deserialize_space, serialize_space
+
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.minari_io import import_minari
+
+    serialize_space.register(_Ring)(
+        lambda space, to_string=True: '{"type": "GymRecorderTestRing"}' if to_string
+        else {"type": "GymRecorderTestRing"})
+    deserialize_space.register("GymRecorderTestRing")(lambda d: _Ring())
+    buf = EpisodeBuffer(id=0, observations=np.zeros((3, 2), np.float32),
+                        actions=np.zeros(2, np.int64), rewards=[0.0, 1.0],
+                        terminations=[False, True], truncations=[False, False])
+    minari.create_dataset_from_buffers("test/ring-v0", [buf], observation_space=_Ring(),
+                                       action_space=gym.spaces.Discrete(2))
+    with pytest.raises(UnsupportedSpaceError, match="observation space: the space .* cannot be "
+                                                    "represented"):
+        import_minari("test/ring-v0", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["minari_root"]

@@ -1,0 +1,122 @@
+"""Parquet export: read back with pyarrow, DuckDB and pandas, equal to the transitions."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from gym_recorder import RecordingReader
+from gym_recorder.errors import OutputExistsError
+from gym_recorder.parquet import export_parquet
+from gym_recorder.transitions import transitions, tree_leaves
+
+from needs import need_module
+from training_helpers import record
+
+
+def _expected(rec):
+    with RecordingReader(rec) as reader:
+        t = transitions(reader)
+    cols = {}
+    for key, tree in (("obs", t.obs), ("next_obs", t.next_obs), ("action", t.action)):
+        for path, leaf in tree_leaves(tree):
+            cols[f"{key}.{path}" if path else key] = leaf
+    cols.update(reward=t.reward, terminated=t.terminated, truncated=t.truncated,
+                episode=t.episode, step=t.step)
+    return t, cols
+
+
+def _from_arrow(pa, column):
+    """A pyarrow column back to one numpy array of rows."""
+    column = column.combine_chunks()
+    if isinstance(column.type, pa.FixedShapeTensorType):
+        return column.to_numpy_ndarray()
+    if pa.types.is_fixed_size_list(column.type):
+        flat = column.flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(len(column), column.type.list_size)
+    return column.to_numpy(zero_copy_only=False)
+
+
+@pytest.mark.parametrize("env_id, kwargs, episodes", [
+    ("CartPole-v1", {}, 30),
+    ("sample_envs/Image-v0", {"height": 12, "width": 10, "episode_length": 9}, 5),
+    ("sample_envs/NestedDict-v0", {"episode_length": 6}, 4),
+])
+def test_parquet_reads_back_equal(tmp_path, env_id, kwargs, episodes):
+    pa = need_module("pyarrow", 'pip install ".[arrow]"')
+    pads = need_module("pyarrow.dataset", 'pip install ".[arrow]"')
+    duckdb = need_module("duckdb", 'pip install ".[test]"')
+    rec = tmp_path / "rec"
+    record(rec, env_id, episodes, seed=4, env_kwargs=kwargs)
+    t, cols = _expected(rec)
+    out = tmp_path / "out"
+    row_bytes = sum(v.itemsize * int(np.prod(v.shape[1:])) for v in cols.values())
+    result = export_parquet(rec, out, max_file_bytes=row_bytes * 40)
+    files = sorted(os.listdir(out / "data"))
+    n = -(-len(t) // 40)
+    assert files == [f"train-{k:05d}-of-{n:05d}.parquet" for k in range(n)]
+    assert sorted(os.listdir(out)) == ["README.md", "data", "gym_recorder.json"]
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".out")]
+    assert result["steps"] == len(t) and result["files"] == n
+    table = pads.dataset(out / "data", format="parquet").to_table()
+    assert table.column_names == list(cols)
+    assert table.num_rows == len(t)
+    for name, expected in cols.items():
+        got = _from_arrow(pa, table.column(name))
+        assert got.dtype == expected.dtype, name
+        assert got.shape == expected.shape, name
+        assert np.array_equal(got, expected), name
+    # DuckDB reads the same files, by glob, with no help
+    con = duckdb.connect()
+    glob = str(out / "data" / "*.parquet")
+    got = con.execute(f"SELECT episode, step, reward, terminated, truncated FROM "
+                      f"read_parquet('{glob}') ORDER BY episode, step").fetchnumpy()
+    for name in ("episode", "step", "reward", "terminated", "truncated"):
+        assert np.array_equal(np.asarray(got[name]), cols[name]), f"duckdb {name}"
+    first = [k for k, v in cols.items() if k.startswith("obs")][0]
+    row = con.execute(f'SELECT "{first}" FROM read_parquet(\'{glob}\') '
+                      f"WHERE episode = 1 AND step = 2").fetchone()[0]
+    k = int(np.flatnonzero((t.episode == 1) & (t.step == 2))[0])
+    assert np.array_equal(np.asarray(row).reshape(np.shape(cols[first][k])), cols[first][k])
+    meta = json.loads((out / "gym_recorder.json").read_text())
+    assert meta["env_id"] == env_id and meta["steps"] == len(t)
+    assert [e["length"] for e in meta["episodes"]] == np.diff(t.starts).tolist()
+    assert meta["episodes"][0]["seed"] == 4
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "path: data/*.parquet" in card
+    assert f"{episodes} episodes, {len(t)} steps of `{env_id}`" in card
+
+
+def test_parquet_images_are_tensor_columns_and_pandas_reads_them(tmp_path):
+    pa = need_module("pyarrow", 'pip install ".[arrow]"')
+    pq = need_module("pyarrow.parquet", 'pip install ".[arrow]"')
+    pd = need_module("pandas", 'pip install ".[test]"')
+    rec = tmp_path / "rec"
+    record(rec, "sample_envs/Image-v0", 2, env_kwargs={"height": 6, "width": 4,
+                                                       "episode_length": 5})
+    export_parquet(rec, tmp_path / "out")
+    path = tmp_path / "out" / "data" / "train-00000-of-00001.parquet"
+    schema = pq.read_schema(path)
+    assert isinstance(schema.field("obs").type, pa.FixedShapeTensorType)
+    assert schema.field("obs").type.shape == [6, 4, 3]
+    assert schema.field("obs").type.value_type == pa.uint8()
+    frame = pd.read_parquet(path)
+    t, cols = _expected(rec)
+    assert frame["reward"].to_numpy().tolist() == cols["reward"].tolist()
+    assert frame["step"].to_numpy().tolist() == cols["step"].tolist()
+
+
+def test_parquet_output_that_exists_is_refused_and_untouched(tmp_path):
+    need_module("pyarrow", 'pip install ".[arrow]"')
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match="out exists"):
+        export_parquet(rec, out)
+    assert os.listdir(out) == ["keep.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["out", "rec"]

@@ -1,0 +1,200 @@
+"""Selection, transitions, sampling, windows and splits on real recordings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gym_recorder import RecordingReader
+from gym_recorder.errors import EmptySelectionError
+from gym_recorder.sampling import sample_episodes, windows
+from gym_recorder.selection import select, split
+from gym_recorder.transitions import transitions
+
+from training_helpers import assert_tree, record, tree_cat, tree_rows
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cartpole")
+    return d, record(d, "CartPole-v1", 12, seed=3)
+
+
+@pytest.fixture(scope="module")
+def nested(tmp_path_factory):
+    d = tmp_path_factory.mktemp("nested")
+    return d, record(d, "sample_envs/NestedDict-v0", 4, seed=1, env_kwargs={"episode_length": 7})
+
+
+def expected_transitions(truth, chosen):
+    obs = tree_cat([tree_rows(truth[e]["obs"], slice(0, -1)) for e in chosen])
+    nxt = tree_cat([tree_rows(truth[e]["obs"], slice(1, None)) for e in chosen])
+    act = tree_cat([truth[e]["act"] for e in chosen])
+    return obs, nxt, act
+
+
+@pytest.mark.parametrize("chosen", [None, [5], [7, 2, 9]])
+def test_transitions_equal_the_env(cartpole, chosen):
+    d, truth = cartpole
+    with RecordingReader(d) as reader:
+        t = transitions(reader, chosen)
+    chosen = list(range(len(truth))) if chosen is None else chosen
+    obs, nxt, act = expected_transitions(truth, chosen)
+    assert_tree(t.obs, obs, "obs")
+    assert_tree(t.next_obs, nxt, "next_obs")
+    assert_tree(t.action, act, "action")
+    assert_tree(t.reward, np.concatenate([truth[e]["rew"] for e in chosen]), "reward")
+    assert_tree(t.terminated, np.concatenate([truth[e]["term"] for e in chosen]), "terminated")
+    assert_tree(t.truncated, np.concatenate([truth[e]["trunc"] for e in chosen]), "truncated")
+    lengths = [len(truth[e]["rew"]) for e in chosen]
+    assert t.episode.tolist() == [e for e, n in zip(chosen, lengths) for _ in range(n)]
+    assert t.step.tolist() == [k for n in lengths for k in range(n)]
+    assert len(t) == sum(lengths)
+    if len(chosen) == 1:  # one episode: obs and next_obs are offset views of one column
+        assert np.shares_memory(t.obs, t.observations)
+        assert np.shares_memory(t.next_obs, t.observations)
+        assert t.next_obs.__array_interface__["data"][0] - \
+            t.obs.__array_interface__["data"][0] == t.obs.strides[0]
+
+
+def test_transitions_of_dict_and_tuple_spaces(nested):
+    d, truth = nested
+    with RecordingReader(d) as reader:
+        t = transitions(reader, [3, 0])
+    obs, nxt, act = expected_transitions(truth, [3, 0])
+    assert_tree(t.obs, obs, "obs")
+    assert_tree(t.next_obs, nxt, "next_obs")
+    assert_tree(t.action, act, "action")
+    assert t.obs["nested"]["pair"][1].dtype == np.int16
+    assert t.obs["grid"].shape == (14, 5, 5)
+
+
+def test_select_by_predicate_reads_no_dropped_arrays(cartpole, monkeypatch):
+    d, truth = cartpole
+    with RecordingReader(d) as reader:
+        # every array read goes through __getitem__ (episodes) or summary (rewards only)
+        read = []
+        original = RecordingReader.__getitem__
+        monkeypatch.setattr(RecordingReader, "__getitem__",
+                            lambda self, i: read.append(i) or original(self, i))
+        long = select(reader, where=lambda s: s.length >= 20)
+        assert read == []
+        assert long == [i for i, t in enumerate(truth) if len(t["rew"]) >= 20]
+        assert select(reader, episodes=[-1, 0]) == [11, 0]
+        prefix = reader.writers[0]["prefix"]
+        assert select(reader, writer=prefix, env_id="CartPole-v1") == list(range(12))
+        assert select(reader, where=lambda s: s.seed == 3) == [0]
+        with pytest.raises(EmptySelectionError, match="no episode of the 12 .* env_id='Pong'"):
+            select(reader, env_id="Pong")
+        with pytest.raises(IndexError, match="episode 12 out of range"):
+            select(reader, episodes=[12])
+
+
+def test_split_is_disjoint_reproducible_and_complete():
+    parts = split(list(range(100)), (0.8, 0.1, 0.1), seed=7)
+    assert [len(p) for p in parts] == [80, 10, 10]
+    assert sorted(sum(parts, [])) == list(range(100))
+    assert parts == split(list(range(100)), (0.8, 0.1, 0.1), seed=7)
+    assert parts != split(list(range(100)), (0.8, 0.1, 0.1), seed=8)
+    assert split([4, 5, 6, 7], (0.5, 0.5)) == [[4, 5], [6, 7]]
+    with pytest.raises(ValueError, match="sum to 1"):
+        split([1, 2], (0.5, 0.6))
+    with pytest.raises(EmptySelectionError, match="part 1 .* would be empty"):
+        split([1, 2], (0.9, 0.1), seed=0)
+
+
+def test_sample_is_uniform_and_reproducible(cartpole):
+    d, truth = cartpole
+    with RecordingReader(d) as reader:
+        t = transitions(reader)
+        a = t.sample(500, np.random.default_rng(42))
+        b = t.sample(500, np.random.default_rng(42))
+        eps = sample_episodes(reader, 3, np.random.default_rng(1))
+        eps2 = sample_episodes(reader, 3, np.random.default_rng(1))
+    rows = np.random.default_rng(42).choice(len(t), size=500, replace=True)
+    for k in a:
+        assert_tree(a[k], b[k], k)
+    assert_tree(a["obs"], t.obs[rows], "obs")
+    assert_tree(a["next_obs"], t.next_obs[rows], "next_obs")
+    assert_tree(a["reward"], t.reward[rows], "reward")
+    assert [e.index for e in eps] == [e.index for e in eps2]
+    assert len(set(e.index for e in eps)) == 3
+    for e in eps:
+        assert_tree(e.observations, truth[e.index]["obs"], "episode observations")
+    with pytest.raises(EmptySelectionError, match="without replacement"):
+        t.sample(len(t) + 1, np.random.default_rng(0), replace=False)
+
+
+def test_windows_masks_and_complete_only(cartpole):
+    d, truth = cartpole
+    with RecordingReader(d) as reader:
+        t = transitions(reader)
+    lengths = [len(x["rew"]) for x in truth]
+    length, stride = 8, 3
+    w = windows(t, length, stride)
+    expected_starts = [(e, s) for e, n in enumerate(lengths) for s in range(0, n, stride)]
+    assert len(w) == len(expected_starts)
+    for i in (0, 1, len(w) - 1, len(w) // 2):
+        e, s = expected_starts[i]
+        item = w[i]
+        n = lengths[e]
+        valid = min(length, n - s)
+        assert item["mask"].tolist() == [True] * valid + [False] * (length - valid)
+        assert_tree(item["obs"][:valid], truth[e]["obs"][s:s + valid], "window obs")
+        assert_tree(item["next_obs"][:valid], truth[e]["obs"][s + 1:s + valid + 1], "next")
+        assert_tree(item["action"][:valid], truth[e]["act"][s:s + valid], "window action")
+        assert (item["episode"] == e).all() and item["step"][:valid].tolist() == \
+            list(range(s, s + valid))
+    full = windows(t, length, stride, complete_only=True)
+    assert len(full) == sum(max(0, (n - length) // stride + 1) for n in lengths)
+    batch = full.sample(16, np.random.default_rng(0))
+    assert batch["obs"].shape == (16, length, 4) and batch["mask"].all()
+    assert_tree(batch["reward"], full.sample(16, np.random.default_rng(0))["reward"], "repro")
+    with pytest.raises(EmptySelectionError, match=f"window of {max(lengths) + 1} steps is "
+                                                  f"longer than every episode"):
+        windows(t, max(lengths) + 1)
+    with pytest.raises(ValueError, match="stride must be a positive int"):
+        windows(t, 4, 0)
+
+
+def test_readme_training_example_runs(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    from gym_recorder import cli
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
+               if "from gym_recorder.transitions import transitions" in b]
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["record", "CartPole-v1", "--episodes", "10", "--directory",
+                     "recordings/cartpole", "--seed", "0", "-q"]) == 0
+    scope: dict = {}
+    exec(compile(block, "README.md (Training)", "exec"), scope)
+    t, seq, batch = scope["t"], scope["seq"], scope["batch"]
+    assert set(t.episode.tolist()) == set(scope["train"])
+    assert not set(scope["train"]) & set(scope["val"])
+    assert seq["obs"].shape == (32, 8, 4) and seq["mask"].shape == (32, 8)
+    assert batch["obs"].shape == (256, 4) and batch["obs"].dtype == np.float32
+
+
+def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_path, monkeypatch):
+    # tiny batches: every episode is split into parts over several batch files
+    truth = record(tmp_path, "sample_envs/Image-v0", 4, seed=9, target_batch_bytes=3000,
+                   env_kwargs={"height": 6, "width": 5, "episode_length": 23})
+    with RecordingReader(tmp_path) as reader:
+        batches = reader.batches()
+        assert sum(2 in b.episodes for b in batches) >= 2  # episode 2 is in several parts
+        read = []
+        original = RecordingReader.read_batch
+        monkeypatch.setattr(RecordingReader, "read_batch",
+                            lambda self, info: read.append(info) or original(self, info))
+        t = transitions(reader, [2, 1])
+    assert read == [b for b in batches if {1, 2} & set(b.episodes)]
+    assert len(read) < len(batches)  # batches of episodes 0 and 3 only were not decoded
+    obs, nxt, act = expected_transitions(truth, [2, 1])
+    assert_tree(t.obs, obs, "obs")
+    assert_tree(t.next_obs, nxt, "next_obs")
+    assert_tree(t.action, act, "action")
+    assert_tree(t.reward, np.concatenate([truth[2]["rew"], truth[1]["rew"]]), "reward")
+    assert t.step.tolist() == list(range(23)) * 2
