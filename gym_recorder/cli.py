@@ -533,9 +533,10 @@ def cmd_push(args: argparse.Namespace) -> int:
 
     result = push(args.directory, args.url, storage_options=args.storage_options,
                   progress=None if args.quiet else print)
-    _say(args, f"pushed {args.directory} to {result.url}: {result.uploaded} files uploaded, "
-               f"{result.skipped} already there, {result.manifests} manifests written, "
-               f"{result.bytes_uploaded:,} bytes")
+    _say(args, f"pushed {args.directory} to {result.url}: "
+               f"{_count(result.uploaded, 'file')} uploaded, {result.skipped} already there, "
+               f"{_count(result.manifests, 'manifest')} written, "
+               f"{_count(result.bytes_uploaded, 'byte')}")
     return EXIT_OK
 
 
@@ -834,7 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     name = f"{PROG} {args.command}"
     try:
-        if args.command != "record":
+        if args.command not in ("record", "import-minari"):  # (those two create theirs)
             _check_directory(args.directory)
         status: int = args.func(args)
         return status

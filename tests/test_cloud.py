@@ -136,7 +136,7 @@ def test_push_cli_with_storage_options(s3, tmp_path, monkeypatch):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     batch_files = len([n for n in os.listdir(d) if ".ep" in n])
-    assert f"{batch_files} files uploaded, 0 already there, 1 manifests" in p.stdout, p.stdout
+    assert f"{batch_files} files uploaded, 0 already there, 1 manifest written" in p.stdout, p.stdout
     assert s3.url("c") in p.stdout
     assert sorted(os.path.basename(n) for n in s3.filesystem().ls(s3.url("c"))) == \
         sorted(os.listdir(d))

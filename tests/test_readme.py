@@ -63,6 +63,8 @@ def shown_sessions() -> list[tuple[str, list[str]]]:
 
 def _normalise(text: str) -> str:
     text = _PREFIX.sub("PREFIX", text)
+    text = re.sub(r"file://\S*/remote/", "file:///tmp/remote/", text)  # (push's scratch URL)
+    text = re.sub(r"\S*/\.minari/datasets/", "MINARI_ROOT/", text)  # (where Minari's root is)
     text = re.sub(r"[\d,]+ bytes", "N bytes", text)
     text = re.sub(r"bytes on disk .*", "bytes on disk", text)
     return "\n".join(line.rstrip() for line in text.splitlines())
@@ -78,12 +80,13 @@ def _pattern(shown: list[str]) -> re.Pattern[str]:
 
 
 def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    argv = shlex.split(command)
+    argv = [a.replace("file:///tmp/", f"file://{cwd}/") for a in shlex.split(command)]
     if argv[0] == "gym-recorder":
         argv = [sys.executable, "-m", "gym_recorder", *argv[1:]]
     elif argv[:3] == ["python", "-m", "gym_recorder"]:
         argv = [sys.executable, *argv[1:]]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore",
+               MINARI_DATASETS_PATH=str(cwd / ".minari" / "datasets"))  # not the user's own
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
