@@ -403,3 +403,49 @@ globals().update(_REUSED)
 def test_the_hostile_cases_are_reused():
     """If the hostile tests move, this file must follow them rather than silently test less."""
     assert sum(name.startswith("test_c_") for name in _REUSED) >= 40
+
+
+def _grow_every_other(obs: np.ndarray) -> np.ndarray:
+    # CartPole's (4,) float32, but from the 6th observation on, every other one a (5,) float64:
+    # outside the space
+    _grow_every_other.n += 1  # type: ignore[attr-defined]
+    n = _grow_every_other.n  # type: ignore[attr-defined]
+    return np.append(obs, 1.5) if n > 5 and n % 2 else obs
+
+
+def test_values_outside_the_space(grread, tmp_path):
+    """An array leaf stored as values (issue 10.5): grread gives every row with its own dtype
+    and shape, the bytes RecordingReader gives; an episode whose parts store the leaf both ways
+    is refused with one line (this reader does not join them)."""
+    import warnings
+
+    from gymnasium.wrappers import TransformObservation
+
+    _grow_every_other.n = 0  # type: ignore[attr-defined]
+    inner = TransformObservation(gym.make("CartPole-v1"), _grow_every_other,
+                                 gym.make("CartPole-v1").observation_space)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with RecordingWrapper(inner, tmp_path, target_batch_bytes=400) as env:
+            env.reset(seed=3)
+            for _ in range(60):
+                *_, term, trunc, _ = env.step(env.action_space.sample())
+                if term or trunc:
+                    env.reset()
+    with RecordingReader(tmp_path) as reader:
+        episodes = list(reader)
+    assert len(episodes) >= 2 and isinstance(episodes[1].observations, list)
+    done = run(grread, "dump", str(tmp_path), "0", "observations")  # began as arrays
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "both as arrays and as values" in done.stderr
+    for ep in episodes[1:]:
+        (line,) = c_lines(grread, "dump", str(tmp_path), str(ep.index), "observations")
+        assert len(line["values"]) == len(ep.observations)
+        for ref, row in zip(line["values"], ep.observations):
+            assert ref["__type"] == "ndarray" and ref["dtype"] == row.dtype.str
+            assert ref["shape"] == list(row.shape)
+            got = np.fromfile(tmp_path / ref["npyfile"], dtype=ref["dtype"],
+                              count=int(np.prod(ref["shape"])), offset=ref["npyoff"])
+            assert np.array_equal(got.reshape(ref["shape"]), row)
+        (rewards,) = c_lines(grread, "dump", str(tmp_path), str(ep.index), "rewards")
+        assert rewards["crc32"] == zlib.crc32(ep.rewards.tobytes())

@@ -87,6 +87,13 @@ static int plan_part(grr_reader *r, grr_writer *w, part_t *p) {
     return 0;
 }
 
+/* True for a stored {"__type": "values", ...} object: an array leaf of a value outside its
+   space's shape is stored so (see "Trees" in the spec), one VALUE a row. */
+static int is_values_object(json_t *o) {
+    const char *t = json_string_value(json_object_get(o, "__type"));
+    return json_is_object(o) && t && !strcmp(t, "values");
+}
+
 /* Checks an array slot's reference: shape (rows, *leaf shape), dtype for the step columns. */
 static int check_slot(grr_reader *r, part_t *p, json_t *o, const char *what, int64_t rows,
                       const grr_node *leaf, const char *dtype, ref_t *ref) {
@@ -125,6 +132,7 @@ static int check_slots(grr_reader *r, grr_writer *w, part_t *p) {
                 }
             }
             if (!leaf || leaf->kind != NODE_ARRAY) continue;
+            if (is_values_object(p->leaves[base + k])) continue; /* outside its space: values */
             if (check_slot(r, p, p->leaves[base + k], leaf->name, pass ? p->steps : p->rows,
                            leaf, NULL, &p->refs[base + k]) < 0)
                 return -1;
@@ -378,7 +386,16 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
             rc = grr_fail(r, "%s: out of memory", w->name);
             break;
         }
-        if (leaf && leaf->kind == NODE_VALUES) {
+        size_t as_values = 0; /* parts storing an array leaf as values (outside the space) */
+        for (size_t i = 0; leaf && leaf->kind == NODE_ARRAY && i < nparts; i++)
+            as_values += is_values_object(parts[i].leaves[s]) ? 1 : 0;
+        if (as_values && as_values < nparts) {
+            rc = grr_fail(r, "%s %s: the episode's parts store the leaf both as arrays and as "
+                             "values (a value outside the space); this reader does not join them",
+                          parts[0].where, fd->name);
+            break;
+        }
+        if (leaf && (leaf->kind == NODE_VALUES || as_values)) {
             json_t *all = json_array();
             fd->is_values = 1;
             for (size_t i = 0; rc == 0 && i < nparts; i++)
