@@ -87,7 +87,7 @@ def _decode_arg(value: Any) -> Any:
     return value
 
 
-def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict, dict]:
+def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the kwargs JSON can hold, {name: repr} of those it cannot)."""
     kept, missing = {}, {}
     for k, v in (kwargs or {}).items():
@@ -108,7 +108,7 @@ def _entry_module(entry_point: Any) -> str | None:
     return module if isinstance(module, str) and _MODULE_RE.fullmatch(module) else None
 
 
-def capture_spec(spec: Any) -> dict | None:
+def capture_spec(spec: Any) -> dict[str, Any] | None:
     """The manifest's ``env_spec`` for an env's spec (None without a spec).
 
     Keys: ``id``, ``kwargs``, ``max_episode_steps`` (as before), the rest of
@@ -196,7 +196,7 @@ class EnvRebuilder:
         except Exception as e:  # noqa: BLE001  (a malformed recording)
             problems.append(f"bad recorded env kwargs ({e})")
         self.kwargs = {**kwargs, **self.user_kwargs}
-        self.wrappers: list[tuple[str, str, dict]] = []
+        self.wrappers: list[tuple[str, str, dict[str, Any]]] = []
         missing = spec.get("missing_kwargs") if isinstance(spec.get("missing_kwargs"), dict) \
             else {}
         missing = dict(missing)

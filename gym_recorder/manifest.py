@@ -59,7 +59,7 @@ class Manifest:
         FormatError: if the manifest is malformed or of an unsupported version.
     """
 
-    def __init__(self, source: Storage | str | os.PathLike, name: str) -> None:
+    def __init__(self, source: Storage | str | os.PathLike[str], name: str) -> None:
         self.name = where = name
         storage = LocalStorage(source) if isinstance(source, (str, os.PathLike)) else source
         _, doc = read_json(storage, name)
@@ -96,7 +96,7 @@ class Manifest:
         batches = doc.get("batches")
         if not isinstance(batches, list):
             raise FormatError(f"{where}: 'batches' must be a list")
-        self.batches: list[dict] = []
+        self.batches: list[dict[str, Any]] = []
         self.starts: list[int] = []
         count = entries = 0
         for i, b in enumerate(batches):

@@ -46,7 +46,7 @@ def _bound_json(a: np.ndarray) -> Any:
     return np.vectorize(one, otypes=[object])(a).tolist() if a.size else []
 
 
-def describe_space(space: gym.Space | None) -> dict:
+def describe_space(space: gym.Space[Any] | None) -> dict[str, Any]:
     """Describes a space as JSON (the SPACE of the format specification).
 
     Spaces the format does not know are described as ``{"type": "unknown"}``; their values are
@@ -102,7 +102,7 @@ def charset_ranges(chars: list[str]) -> list[list[int]]:
     return out
 
 
-def _charset(desc: dict, where: str) -> str:
+def _charset(desc: dict[str, Any], where: str) -> str:
     """A Text space's charset from ``charset`` (a string) or ``charset_ranges``."""
     if "charset_ranges" not in desc:
         return _get(desc, "charset", str, where)
@@ -123,7 +123,7 @@ def _charset(desc: dict, where: str) -> str:
     return "".join(chr(cp) for a, b in ranges for cp in range(a, b + 1))
 
 
-def _get(desc: dict, key: str, types: type | tuple, where: str) -> Any:
+def _get(desc: dict[str, Any], key: str, types: type | tuple[Any, ...], where: str) -> Any:
     value = desc.get(key)
     if not isinstance(value, types) or isinstance(value, bool) and bool not in (
             types if isinstance(types, tuple) else (types,)):
@@ -131,7 +131,7 @@ def _get(desc: dict, key: str, types: type | tuple, where: str) -> Any:
     return value
 
 
-def _bound(value: Any, shape: tuple, dtype: np.dtype, where: str) -> np.ndarray:
+def _bound(value: Any, shape: tuple[Any, ...], dtype: np.dtype, where: str) -> np.ndarray:
     def conv(x: Any, depth: int = 0) -> Any:
         if isinstance(x, list):
             if depth >= len(shape):
@@ -163,7 +163,7 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
-def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space | None:
+def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[Any] | None:
     """Rebuilds a gymnasium space from its description; ``None`` for an ``unknown`` space.
 
     Raises:
@@ -261,7 +261,7 @@ class DictNode:
 
     __slots__ = ("keys", "children")
 
-    def __init__(self, keys: list[str], children: list) -> None:
+    def __init__(self, keys: list[str], children: list[Any]) -> None:
         self.keys = keys
         self.children = children
 
@@ -271,7 +271,7 @@ class TupleNode:
 
     __slots__ = ("children",)
 
-    def __init__(self, children: list) -> None:
+    def __init__(self, children: list[Any]) -> None:
         self.children = children
 
 
@@ -286,7 +286,7 @@ class Layout:
     """
 
     def __init__(self, desc: Any, where: str = "space") -> None:
-        self.leaves: list = []
+        self.leaves: list[Any] = []
         self.root = self._node(desc, where, 0)
         self.single = not isinstance(self.root, (DictNode, TupleNode))
 
@@ -351,7 +351,7 @@ class Layout:
 
     def flattener(self):
         """Returns a function mapping one value of the space to the list of its leaf values."""
-        def walk(node: Any, value: Any, out: list) -> None:
+        def walk(node: Any, value: Any, out: list[Any]) -> None:
             if isinstance(node, DictNode):
                 for key, child in zip(node.keys, node.children):
                     walk(child, value[key], out)
@@ -365,14 +365,14 @@ class Layout:
 
         root = self.root
 
-        def flatten(value: Any) -> list:
-            out: list = []
+        def flatten(value: Any) -> list[Any]:
+            out: list[Any] = []
             walk(root, value, out)
             return out
 
         return flatten
 
-    def unflatten(self, leaves: list) -> Any:
+    def unflatten(self, leaves: list[Any]) -> Any:
         """Builds the space-shaped value (dicts, tuples) from per-leaf items in leaf order."""
         it = iter(leaves)
 
@@ -385,13 +385,13 @@ class Layout:
 
         return build(self.root)
 
-    def tree_leaves(self, tree: Any, where: str) -> list:
+    def tree_leaves(self, tree: Any, where: str) -> list[Any]:
         """Returns the stored leaf objects of a TREE (as in a batch JSON), in leaf order.
 
         Raises:
             FormatError: if the tree does not have the shape of the space.
         """
-        out: list = []
+        out: list[Any] = []
 
         def walk(node: Any, t: Any, w: str) -> None:
             if isinstance(node, DictNode):
@@ -413,7 +413,7 @@ class Layout:
         return out
 
 
-def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source, where: str) -> list:
+def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source, where: str) -> list[Any]:
     """Decodes a ValuesLeaf's stored rows into Python values, per the leaf's kind."""
     if not isinstance(stored, dict) or stored.get("__type") != "values" or not isinstance(
             stored.get("values"), list):

@@ -28,8 +28,8 @@ DEFAULT_TARGET_BATCH_BYTES = 5_000_000
 DEFAULT_FLUSH_INTERVAL = 10.0
 
 
-def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space,
-               action_space: gym.Space) -> dict:
+def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space[Any],
+               action_space: gym.Space[Any]) -> dict[str, Any]:
     """The manifest fields that describe the environment: id, spec, spaces."""
     spec = getattr(env, "spec", None)
     return {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
@@ -73,11 +73,11 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         FileExistsError: if ``file_prefix`` is already used in the directory.
     """
 
-    def __init__(self, env: gym.Env, directory: str | os.PathLike, *,
+    def __init__(self, env: gym.Env, directory: str | os.PathLike[str], *,
                  file_prefix: str | None = None,
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
                  record_infos: bool = True,
-                 info_filter: Callable[[dict], dict] | None = None,
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
@@ -121,13 +121,13 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._paused_note = note
         self._reset_done = False
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """A copy (or pickle) keeps the inner env and the settings, never the writer."""
         state = {k: v for k, v in self.__dict__.items() if k not in ("_session", "_buffer")}
         state["_copied_mid_episode"] = self._reset_done and self._buffer.episode_open
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         """The copy records into the same directory as a new writer, from its next reset()."""
         mid_episode = state.pop("_copied_mid_episode", False)
         self.__dict__.update(state)

@@ -87,7 +87,7 @@ def _tree_template(layout: Layout) -> str:
     return build(layout.root)
 
 
-def _column_texts(sink: _BinSink, col: np.ndarray | list, lo: np.ndarray, hi: np.ndarray,
+def _column_texts(sink: _BinSink, col: np.ndarray | list[Any], lo: np.ndarray, hi: np.ndarray,
                   where: str) -> list[str]:
     """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object."""
     if isinstance(col, np.ndarray):
@@ -186,7 +186,7 @@ class _BinSink:
         self.f = f
         self.name = name
         self.offset = 0
-        self._pending: list = []
+        self._pending: list[Any] = []
         self._pending_bytes = 0
 
     def _flush_pending(self) -> None:
@@ -231,7 +231,7 @@ class _BinSink:
         offset, data = self.put_block(arr)
         return arr, offset, format.crc32(data)
 
-    def __call__(self, arr: np.ndarray) -> dict:
+    def __call__(self, arr: np.ndarray) -> dict[str, Any]:
         """Writes an array; returns its reference as a dict."""
         arr, offset, crc = self._put(arr)
         return {"__type": "ndarray", "shape": list(arr.shape), "order": "C",
@@ -250,7 +250,7 @@ class _BinSink:
                             arr.dtype.str, self.name, offset, arr.nbytes, crc)
 
 
-def _info_columns(rows: int, infos: list[tuple[int, dict]], sink: _BinSink, where: str) -> dict:
+def _info_columns(rows: int, infos: list[tuple[int, dict[str, Any]]], sink: _BinSink, where: str) -> dict[str, Any]:
     """Encodes sparse (row, info) pairs as INFOS columns (see the format specification)."""
     columns: dict[str, tuple[list[int], list[Any]]] = {}
     for row, info in infos:
@@ -315,7 +315,7 @@ class BatchWriter:
         ValueError: if the prefix is not a valid file-name prefix.
     """
 
-    def __init__(self, directory: str, prefix: str | None, header: dict, obs_layout: Layout,
+    def __init__(self, directory: str, prefix: str | None, header: dict[str, Any], obs_layout: Layout,
                  act_layout: Layout, *, fsync: bool = False, on_batch_written=None) -> None:
         self.prefix = check_prefix(prefix) if prefix is not None else default_prefix()
         self.directory = directory
@@ -361,7 +361,7 @@ class BatchWriter:
         self._commit_interval = MIN_COMMIT_INTERVAL
         self._unsynced: list[str] = []
         # A full queue blocks submit() until the writer has drained it (see batchqueue).
-        self._queue: queue.Queue = BatchQueue(MAX_PENDING_BATCHES, low=0)
+        self._queue: queue.Queue[Any] = BatchQueue(MAX_PENDING_BATCHES, low=0)
         self._lock = threading.Lock()
         self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
         self._error: BaseException | None = None
