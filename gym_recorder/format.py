@@ -505,7 +505,7 @@ def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
     Raises:
         FormatError: naming ``where`` and what is wrong.
     """
-    get = obj.get
+    get: Callable[..., Any] = obj.get  # JSON values: checked one by one below
     if get("order", "C") != "C":
         raise FormatError(f"{where}: only C order is supported, got {get('order')!r}")
     name = get("npyfile")

@@ -313,7 +313,7 @@ def _datasource_class() -> type:
         return _DATASOURCE
     ray = _ray()
 
-    class _RecordingDatasource(ray.data.Datasource):  # type: ignore[name-defined]
+    class _RecordingDatasource(ray.data.Datasource):  # type: ignore[misc, name-defined]
         """A recording as a Ray Data datasource: one read task per committed batch.
 
         The batches, and for episode rows the episodes' metadata, are taken from the manifests
@@ -400,7 +400,8 @@ def _summary_dict(s: Any) -> dict[str, Any]:
             "seed": s.seed, "env_id": s.env_id, "writer": s.writer}
 
 
-def _estimate(info: Any, summaries: dict[str, Any], eps: tuple[Any, ...], granularity: str) -> tuple[int, int]:
+def _estimate(info: Any, summaries: dict[int, Any], eps: tuple[Any, ...],
+              granularity: str) -> tuple[int, int]:
     size = int(getattr(info, "bin_size", 0) or 0)
     if granularity == "episode":
         return len(eps), size

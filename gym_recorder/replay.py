@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -141,7 +141,7 @@ def load_policy(spec: str) -> Callable[[Any], Any]:
             raise ReplayError(f"policy module {module_name!r} has no {attr!r}") from e
     if not callable(obj):
         raise ReplayError(f"policy {spec!r} is not callable")
-    return obj
+    return cast(Callable[[Any], Any], obj)
 
 
 # -- replaying ---------------------------------------------------------------------------------
@@ -279,7 +279,8 @@ def _env_factory(manifest: Mapping[str, Any], render: bool,
     env_id = manifest.get("env_id")
     if not isinstance(env_id, str):
         return None, None, "the recording has no env id (the env had no spec)"
-    spec = manifest.get("env_spec") if isinstance(manifest.get("env_spec"), dict) else {}
+    recorded_spec = manifest.get("env_spec")
+    spec: dict[str, Any] = recorded_spec if isinstance(recorded_spec, dict) else {}
     vector = manifest.get("vector") is not None
     rebuild = EnvRebuilder(spec, env_kwargs, vector=vector)
     if rebuild.problem:
@@ -459,7 +460,8 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
                                 first_difference, check)
 
 
-def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any], streams: dict[str, Any],
+def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
+                streams: dict[tuple[Any, ...], _Stream],
                 render: bool, env_kwargs: Mapping[str, Any] | None = None) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
                frames: list[Any] | None = None) -> EpisodeCheck:
@@ -497,7 +499,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any], s
         except Exception as e:  # noqa: BLE001  (the env's own error is the finding)
             return _lost(result("mismatch", 0, f"reset raised {type(e).__name__}: {e}"), stream)
         stream.synced = True
-    if render:
+    if frames is not None:
         frames.append(env.render())
     mismatch: tuple[int, str] | None = None
     if first is not None:
@@ -512,7 +514,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any], s
         except Exception as e:  # noqa: BLE001
             mismatch = mismatch or (t + 1, f"step raised {type(e).__name__}: {e}")
             break
-        if render:
+        if frames is not None:
             frames.append(env.render())
         if mismatch is not None:
             if terminated or truncated:

@@ -8,6 +8,7 @@ leaves, the reader to rebuild values (dicts, tuples, stacked arrays) from the st
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -15,7 +16,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .errors import FormatError
-from .format import MAX_NESTING, decode_value, parse_dtype
+from .format import MAX_NESTING, ArraySource, decode_value, parse_dtype
 
 # Rebuilding a Box allocates its low and high bounds in full (gymnasium's checks take about
 # 4.5x this at peak): refuse bounds larger than this many bytes each, so that a hostile manifest
@@ -105,7 +106,8 @@ def charset_ranges(chars: list[str]) -> list[list[int]]:
 def _charset(desc: dict[str, Any], where: str) -> str:
     """A Text space's charset from ``charset`` (a string) or ``charset_ranges``."""
     if "charset_ranges" not in desc:
-        return _get(desc, "charset", str, where)
+        charset: str = _get(desc, "charset", str, where)
+        return charset
     ranges = desc["charset_ranges"]
     if not isinstance(ranges, list) or len(ranges) > MAX_CHARSET_CHARS:
         raise FormatError(f"{where}: charset_ranges must be a list of [first, last] pairs")
@@ -203,15 +205,17 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[An
             if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
                 raise FormatError(f"{where}: Dict spaces must be [key, space] pairs")
             built = {k: build_space(s, f"{where}[{k!r}]", depth + 1) for k, s in pairs}
-            if any(s is None for s in built.values()):
+            children = {k: s for k, s in built.items() if s is not None}
+            if len(children) != len(built):
                 return None
-            return spaces.Dict(built)
+            return spaces.Dict(children)
         if kind in ("Tuple", "OneOf"):
             subs = [build_space(s, f"{where}[{i}]", depth + 1)
                     for i, s in enumerate(_get(desc, "spaces", list, where))]
-            if any(s is None for s in subs):
+            built_subs = [s for s in subs if s is not None]
+            if len(built_subs) != len(subs):
                 return None
-            return spaces.Tuple(subs) if kind == "Tuple" else spaces.OneOf(subs)
+            return spaces.Tuple(built_subs) if kind == "Tuple" else spaces.OneOf(built_subs)
         if kind == "Sequence":
             sub = build_space(desc.get("space"), f"{where}.space", depth + 1)
             return None if sub is None else spaces.Sequence(sub, stack=bool(desc.get("stack")))
@@ -349,7 +353,7 @@ class Layout:
         walk(self.root, "")
         return out
 
-    def flattener(self):
+    def flattener(self) -> Callable[[Any], list[Any]]:
         """Returns a function mapping one value of the space to the list of its leaf values."""
         def walk(node: Any, value: Any, out: list[Any]) -> None:
             if isinstance(node, DictNode):
@@ -413,7 +417,8 @@ class Layout:
         return out
 
 
-def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source, where: str) -> list[Any]:
+def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source: ArraySource,
+                       where: str) -> list[Any]:
     """Decodes a ValuesLeaf's stored rows into Python values, per the leaf's kind."""
     if not isinstance(stored, dict) or stored.get("__type") != "values" or not isinstance(
             stored.get("values"), list):
