@@ -91,7 +91,8 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
     for key in info:
         if type(key) is not str:
             raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-    return snapshot(info, where)
+    copied: dict[str, Any] = snapshot(info, where)
+    return copied
 
 
 class Batch:
@@ -160,9 +161,10 @@ class _Columns:
     def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
         self.steps = steps
         self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
-        self.obs = [np.empty((self.obs_rows, *leaf.shape), leaf.dtype)
+        # Per leaf: a preallocated array, or a list of values (leaves stored as values).
+        self.obs: list[Any] = [np.empty((self.obs_rows, *leaf.shape), leaf.dtype)
                     if isinstance(leaf, ArrayLeaf) else [] for leaf in obs_layout.leaves]
-        self.act = [np.empty((steps, *leaf.shape), leaf.dtype)
+        self.act: list[Any] = [np.empty((steps, *leaf.shape), leaf.dtype)
                     if isinstance(leaf, ArrayLeaf) else [] for leaf in act_layout.leaves]
 
     def reset_lists(self) -> None:
@@ -234,8 +236,8 @@ class StepBuffer:
     def discard(self) -> None:
         """Forgets everything buffered and every open episode (in a forked child: the parent
         writes them); episodes are numbered from 0 again, for a new writer."""
-        self.__init__(self._obs_layout, self._act_layout, self._target, self._record_infos,
-                      self._info_filter)
+        StepBuffer.__init__(self, self._obs_layout, self._act_layout, self._target,
+                            self._record_infos, self._info_filter)
 
     # -- sizing ----------------------------------------------------------------------------
 
@@ -315,7 +317,8 @@ class StepBuffer:
 
     # -- storing values ----------------------------------------------------------------------
 
-    def _store(self, cols: list[Any], layout: Layout, flatten, row: int, value: Any, what: str) -> None:
+    def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
+               row: int, value: Any, what: str) -> None:
         values = [value] if flatten is None else flatten(value)
         for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
             col = cols[j]
@@ -402,7 +405,7 @@ class StepBuffer:
     def _begin(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
                sub_env: int | None, no_reset: bool) -> None:
         options = snapshot(options, "reset options")
-        info = self._info(info, "reset info")
+        rec_info = self._info(info, "reset info")
         obs0 = self._obs0
         if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
                 and obs.shape == self._obs_shape:
@@ -414,8 +417,8 @@ class StepBuffer:
                "step0": self._n_steps, "info0": self._n_info, "seed": seed,
                "options": options, "sub_env": sub_env, "no_reset": no_reset}
         self._n_obs += 1
-        if info:
-            self._infos.append((self._n_info, info))
+        if rec_info:
+            self._infos.append((self._n_info, rec_info))
         self._n_info += 1
         self.episodes_started += 1
         self._open_episode = seg

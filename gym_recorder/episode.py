@@ -68,7 +68,7 @@ class Episode:
 class EpisodeSummary(NamedTuple):
     """What :meth:`RecordingReader.summary` reads of an episode: no observations or actions."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # (a field named like tuple.index, by design)
     length: int
     total_reward: float
     end: str | None

@@ -110,14 +110,16 @@ class Manifest:
     def new_episodes(self, b: int) -> int:
         """How many episodes batch ``b`` starts."""
         binfo = self.batches[b]
-        return binfo["len"] if self.legacy else binfo["episodes"]
+        count: int = binfo["len"] if self.legacy else binfo["episodes"]
+        return count
 
     def gap_before(self, b: int) -> bool:
         """True if entries between batch b - 1 and batch b are gone (moved aside by repair)."""
         if b == 0:
             return False
         prev = self.batches[b - 1]
-        return self.batches[b]["first"] != prev["first"] + prev["len"]
+        gap: bool = self.batches[b]["first"] != prev["first"] + prev["len"]
+        return gap
 
     def first_batch(self, number: int) -> int:
         """The batch that starts the writer's episode ``number`` (or the batch before it, when

@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .vector import RecordingVectorWrapper
+    from .wrapper import RecordingWrapper
 
 __all__ = ["RecordStatus", "record_env", "writer_bytes"]
 
@@ -92,6 +96,7 @@ def record_env(env_id: str, directory: str | os.PathLike[str], *,
 
     env = make_env(env_id, env_kwargs, num_envs=num_envs)
     try:
+        rec: RecordingWrapper | RecordingVectorWrapper
         if num_envs is None:
             from .wrapper import RecordingWrapper
             rec = RecordingWrapper(env, directory, **dict(recorder_kwargs or {}))

@@ -38,10 +38,10 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from .buffer import (Batch, _estimate_step_bytes, record_info, snapshot, steps_for_target,
                      worth_resizing)
-from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
+from .errors import RecorderError, RecordingClosedError, ResetNeeded, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .session import RecordingSession, check_options
-from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, ResetNeeded, env_header
+from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, env_header
 
 __all__ = ["RecordingVectorWrapper", "VectorStepBuffer", "unstack_info", "NEXT_STEP",
            "SAME_STEP", "DISABLED"]

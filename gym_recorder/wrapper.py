@@ -6,7 +6,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, SupportsFloat
+from typing import Any, Literal, SupportsFloat, TypedDict
 
 import gymnasium as gym
 
@@ -35,6 +35,17 @@ def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space
     return {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
             "observation_space": describe_space(observation_space),
             "action_space": describe_space(action_space), "vector": None}
+
+
+class _Settings(TypedDict):
+    """A RecordingWrapper's settings, kept to start a new writer (copy, unpickle, fork)."""
+
+    directory: str
+    target_batch_bytes: int
+    record_infos: bool
+    info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None
+    flush_interval: float | None
+    fsync: bool
 
 
 class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -88,7 +99,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             target_batch_bytes=target_batch_bytes, record_infos=record_infos,
             info_filter=info_filter, flush_interval=flush_interval, fsync=fsync)
         super().__init__(env)
-        self._settings = {"directory": os.fspath(directory), "target_batch_bytes":
+        self._settings: _Settings = {"directory": os.fspath(directory), "target_batch_bytes":
                           target_batch_bytes, "record_infos": record_infos,
                           "info_filter": info_filter, "flush_interval": flush_interval,
                           "fsync": fsync}
@@ -102,7 +113,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],
                                   record_infos=settings["record_infos"],
                                   info_filter=settings["info_filter"])
-        self._directory = settings["directory"]
+        self._directory: str = settings["directory"]
         self._session = RecordingSession(
             self, self._buffer, self._buffer.end_episode, self._directory, header, obs_layout,
             act_layout, file_prefix=file_prefix, flush_interval=settings["flush_interval"],
@@ -252,5 +263,6 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __enter__(self) -> RecordingWrapper:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
         self.close()
+        return False  # exceptions propagate

@@ -17,6 +17,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import atomicwrites
@@ -157,7 +158,7 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-class _NoSyncWriter(atomicwrites.AtomicWriter):
+class _NoSyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
     """An atomic writer (temp file in the same directory, then rename) that leaves fsync to us."""
 
     def sync(self, f: Any) -> None:
@@ -167,7 +168,7 @@ class _NoSyncWriter(atomicwrites.AtomicWriter):
         os.replace(f.name, self._path)
 
 
-class _SyncWriter(atomicwrites.AtomicWriter):
+class _SyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
     """An atomic writer that fsyncs the file, then renames (the directory is synced separately)."""
 
     def commit(self, f: Any) -> None:
@@ -212,7 +213,7 @@ class _BinSink:
             self._pending_bytes += pad
             offset += pad
         nbytes = arr.nbytes
-        data = memoryview(arr).cast("B") if nbytes else b""
+        data = arr.data.cast("B") if nbytes else b""  # (arr.data is memoryview(arr))
         if nbytes < SMALL_WRITE_BYTES:
             self._pending.append(data)
             self._pending_bytes += nbytes
@@ -269,7 +270,7 @@ def _info_columns(rows: int, infos: list[tuple[int, dict[str, Any]]], sink: _Bin
         entry["index"] = None if len(index) == rows else sink(np.array(index, dtype=np.int64))
         first = values[0]
         t = type(first)
-        stacked = None
+        stacked: np.ndarray | None = None
         pytype = None
         if t in (bool, int, float) and all(type(v) is t for v in values):
             pytype = t.__name__
@@ -315,8 +316,9 @@ class BatchWriter:
         ValueError: if the prefix is not a valid file-name prefix.
     """
 
-    def __init__(self, directory: str, prefix: str | None, header: dict[str, Any], obs_layout: Layout,
-                 act_layout: Layout, *, fsync: bool = False, on_batch_written=None) -> None:
+    def __init__(self, directory: str, prefix: str | None, header: dict[str, Any],
+                 obs_layout: Layout, act_layout: Layout, *, fsync: bool = False,
+                 on_batch_written: Callable[[int, int], None] | None = None) -> None:
         self.prefix = check_prefix(prefix) if prefix is not None else default_prefix()
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
@@ -625,7 +627,7 @@ class BatchWriter:
             self._obs_template % row for row in zip(*obs)]
         act_texts = act[0] if self._act_layout.single else [
             self._act_template % row for row in zip(*act)]
-        out = []
+        out: list[str] = []
         append = out.append
         for k, seg, seg_infos, obs_t, act_t, rew_t, term_t, trunc_t in zip(
                 range(first, first + len(segs)), segs, batch.segment_infos(), obs_texts,
