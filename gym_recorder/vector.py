@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
@@ -67,7 +67,7 @@ _FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
 # Vector infos
 
 
-def _is_mask(value: Any, num_envs: int) -> bool:
+def _is_mask(value: Any, num_envs: int) -> TypeGuard[np.ndarray]:
     return type(value) is np.ndarray and value.dtype == np.bool_ and value.shape == (num_envs,)
 
 
@@ -254,11 +254,12 @@ class VectorStepBuffer:
     @property
     def open_episodes(self) -> np.ndarray:
         """Boolean array: which sub-envs have an episode open (a copy)."""
-        return self._open.copy()
+        return np.copy(self._open, order="C")
 
     # -- values --------------------------------------------------------------------------------
 
-    def _vector_leaves(self, value: Any, flatten, layout: Layout, what: str) -> list[Any]:
+    def _vector_leaves(self, value: Any, flatten: Callable[[Any], list[Any]] | None,
+                       layout: Layout, what: str) -> list[Any]:
         """Flattens a batched value into per-leaf ``(num_envs, ...)`` arrays or lists, checked."""
         n = self.num_envs
         try:
@@ -347,7 +348,8 @@ class VectorStepBuffer:
                     f"{name}: shape {value.shape}, expected ({self.num_envs},)")
         if dtype is np.bool_ and value.dtype != np.bool_:
             value = value.astype(np.bool_)
-        return value
+        flat: np.ndarray = value
+        return flat
 
     def _info(self, info: Any, where: str) -> dict[str, Any] | None:
         if not self._record_infos or not info:
@@ -490,14 +492,14 @@ class VectorStepBuffer:
                     raise ResetNeeded(f"sub-env {i} was stepped before it was ever reset")
         # Store the step: one assignment per column.
         end = base + n
-        if fast_obs:
-            obs0[base:end] = obs
-        else:
+        if obs_leaves is not None:
             self._write_rows(self._obs_cols, obs_leaves, base)
-        if fast_act:
-            act0[base:end] = action
-        else:
+        elif obs0 is not None:  # (always, on the fast path)
+            obs0[base:end] = obs
+        if act_leaves is not None:
             self._write_rows(self._act_cols, act_leaves, base)
+        elif act0 is not None:
+            act0[base:end] = action
         self._rew[base:end] = reward
         self._term[base:end] = terminated
         self._trunc[base:end] = truncated
@@ -603,7 +605,7 @@ class VectorStepBuffer:
         # write them column by column, like a single env's.
         obs_off_l, step_off_l = obs_off.tolist(), step_off.tolist()
         segments = []
-        infos = []
+        infos: list[tuple[int, dict[str, Any]]] = []
         for k, seg in enumerate(segs):
             part0 = seg.reset_idx is not None
             segments.append({
@@ -615,10 +617,10 @@ class VectorStepBuffer:
                 "sub_env": seg.sub_env, "no_reset": seg.no_reset})
             infos.extend((obs_off_l[k] + r, info) for r, info in seg_infos[k])
         # Start the next batch: open episodes go on as their next part.
-        for i, seg in enumerate(self._segs):
-            if seg is not None:
-                self._segs[i] = _Segment(i, seg.episode, seg.part + 1, None, None, None, None,
-                                         seg.no_reset)
+        for i, open_seg in enumerate(self._segs):
+            if open_seg is not None:
+                self._segs[i] = _Segment(i, open_seg.episode, open_seg.part + 1, None, None, None,
+                                         None, open_seg.no_reset)
         if self._rows != self._cap or any(
                 c.dtype != leaf.dtype for c, leaf in zip(
                     self._obs_cols + self._act_cols,
@@ -759,7 +761,8 @@ class RecordingVectorWrapper(VectorWrapper):
             # Read before the env pops it; each sub-env receives the options without it.
             mask = np.array(options["reset_mask"], copy=True)
             sub_options = {k: v for k, v in options.items() if k != "reset_mask"}
-        result = self.env.reset(seed=seed, options=options)
+        # (Gymnasium's vector envs take a list of seeds too; VectorEnv.reset says int | None.)
+        result = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
         obs, info = result
         if mask is not None:
             # The env accepted it (Gymnasium checks: bool, shape (num_envs,)).
