@@ -5,10 +5,10 @@ The format is specified in :mod:`gym_recorder.format`.
 
 from ._version import __version__
 from .errors import (ChecksumError, FormatError, RecorderError, RecordingClosedError,
-                     UnsupportedValueError, WriteError)
+                     ResetNeeded, UnsupportedValueError, WriteError)
 from .format import FORMAT_VERSION
 from .reader import Episode, RecordingReader, scan_recorded_traces
-from .wrapper import RecordingWrapper, ResetNeeded
+from .wrapper import RecordingWrapper
 from .vector import RecordingVectorWrapper
 
 __all__ = [

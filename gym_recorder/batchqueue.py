@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["BatchQueue"]
 
 
-class BatchQueue(queue.Queue):
+class BatchQueue(queue.Queue[Any]):
     """A ``queue.Queue`` whose ``put`` waits, once the queue is full, until ``low`` items remain.
 
     ``get``, ``task_done`` and ``join`` keep their meaning; ``get`` wakes a blocked ``put`` only

@@ -72,8 +72,8 @@ def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
         " (record_infos=False, or info_filter=..., to leave them out)")
 
 
-def record_info(info: Any, info_filter: Callable[[dict], dict] | None,
-                where: str) -> dict | None:
+def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None,
+                where: str) -> dict[str, Any] | None:
     """The copy of a non-empty info dict to record (after ``info_filter``), or None if empty.
 
     Raises:
@@ -91,7 +91,8 @@ def record_info(info: Any, info_filter: Callable[[dict], dict] | None,
     for key in info:
         if type(key) is not str:
             raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-    return snapshot(info, where)
+    copied: dict[str, Any] = snapshot(info, where)
+    return copied
 
 
 class Batch:
@@ -115,9 +116,9 @@ class Batch:
         new_episodes: entries that start an episode (``part`` == 0).
     """
 
-    def __init__(self, segments: list[dict], observations: list, actions: list,
+    def __init__(self, segments: list[dict[str, Any]], observations: list[Any], actions: list[Any],
                  rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
-                 infos: list[tuple[int, dict]], steps: int,
+                 infos: list[tuple[int, dict[str, Any]]], steps: int,
                  release: Callable[[], None] | None = None) -> None:
         self.segments = segments
         self.observations = observations
@@ -139,7 +140,7 @@ class Batch:
         if release is not None:
             release()
 
-    def segment_infos(self) -> list[list[tuple[int, dict]]]:
+    def segment_infos(self) -> list[list[tuple[int, dict[str, Any]]]]:
         """The sparse infos of each entry, with rows counted from the entry's first row."""
         out = []
         infos = self.infos
@@ -160,9 +161,10 @@ class _Columns:
     def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
         self.steps = steps
         self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
-        self.obs = [np.empty((self.obs_rows, *leaf.shape), leaf.dtype)
+        # Per leaf: a preallocated array, or a list of values (leaves stored as values).
+        self.obs: list[Any] = [np.empty((self.obs_rows, *leaf.shape), leaf.dtype)
                     if isinstance(leaf, ArrayLeaf) else [] for leaf in obs_layout.leaves]
-        self.act = [np.empty((steps, *leaf.shape), leaf.dtype)
+        self.act: list[Any] = [np.empty((steps, *leaf.shape), leaf.dtype)
                     if isinstance(leaf, ArrayLeaf) else [] for leaf in act_layout.leaves]
 
     def reset_lists(self) -> None:
@@ -213,7 +215,7 @@ class StepBuffer:
 
     def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
                  record_infos: bool = True,
-                 info_filter: Callable[[dict], dict] | None = None) -> None:
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         self._info_filter = info_filter
         self._obs_layout = obs_layout
         self._act_layout = act_layout
@@ -224,8 +226,8 @@ class StepBuffer:
         self._pool: list[_Columns] = []
         self.episodes_started = 0
         self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
-        self._open_episode: dict | None = None
-        self._last_obs: list | None = None
+        self._open_episode: dict[str, Any] | None = None
+        self._last_obs: list[Any] | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
         self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
         self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
@@ -234,8 +236,8 @@ class StepBuffer:
     def discard(self) -> None:
         """Forgets everything buffered and every open episode (in a forked child: the parent
         writes them); episodes are numbered from 0 again, for a new writer."""
-        self.__init__(self._obs_layout, self._act_layout, self._target, self._record_infos,
-                      self._info_filter)
+        StepBuffer.__init__(self, self._obs_layout, self._act_layout, self._target,
+                            self._record_infos, self._info_filter)
 
     # -- sizing ----------------------------------------------------------------------------
 
@@ -290,7 +292,7 @@ class StepBuffer:
         self._obs_shape = self._obs0.shape[1:] if self._obs0 is not None else None
         self._act_shape = self._act0.shape[1:] if self._act0 is not None else None
         # Scalar types stored exactly into a single scalar action leaf without conversion.
-        self._act_scalars: tuple = ()
+        self._act_scalars: tuple[Any, ...] = ()
         if self._act0 is not None and self._act0.ndim == 1:
             dtype = self._act0.dtype
             self._act_scalars = (dtype.type,) + ((int,) if dtype == np.int64 else ())
@@ -299,9 +301,9 @@ class StepBuffer:
         self._rewards: list[float] = []
         self._terms: list[bool] = []
         self._truncs: list[bool] = []
-        self._infos: list[tuple[int, dict]] = []  # (info row within the batch, info)
+        self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
         self._n_info = 0
-        self._segments: list[dict] = []  # episodes (or parts) that lie in this batch
+        self._segments: list[dict[str, Any]] = []  # episodes (or parts) that lie in this batch
 
     @property
     def episode_open(self) -> bool:
@@ -315,7 +317,8 @@ class StepBuffer:
 
     # -- storing values ----------------------------------------------------------------------
 
-    def _store(self, cols: list, layout: Layout, flatten, row: int, value: Any, what: str) -> None:
+    def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
+               row: int, value: Any, what: str) -> None:
         values = [value] if flatten is None else flatten(value)
         for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
             col = cols[j]
@@ -357,7 +360,7 @@ class StepBuffer:
                 continue
             col[row] = v
 
-    def _outside(self, cols: list, j: int, what: str, message: str) -> None:
+    def _outside(self, cols: list[Any], j: int, what: str, message: str) -> None:
         """Warns once per leaf that a value lies outside the space (it is kept exactly)."""
         side = "obs" if cols is self._obs_cols else "act"
         if (side, j) in self._warned:
@@ -368,11 +371,11 @@ class StepBuffer:
         warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
                       "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=5)
 
-    def _to_values(self, cols: list, j: int, row: int) -> list:
+    def _to_values(self, cols: list[Any], j: int, row: int) -> list[Any]:
         """Turns leaf column ``j`` into a list of per-row values (the rows so far kept), for
         this batch and every later one."""
         col = cols[j]
-        rows: list = [col[r].copy() if col.ndim > 1 else col[r] for r in range(row)]
+        rows: list[Any] = [col[r].copy() if col.ndim > 1 else col[r] for r in range(row)]
         cols[j] = rows
         if cols is self._obs_cols:
             self._values_leaves.add(("obs", j))
@@ -387,22 +390,22 @@ class StepBuffer:
 
     # -- the protocol ---------------------------------------------------------------------
 
-    def _info(self, info: Any, where: str) -> dict | None:
+    def _info(self, info: Any, where: str) -> dict[str, Any] | None:
         if not self._record_infos or not info:
             return None
         return record_info(info, self._info_filter, where)
 
-    def start_episode(self, obs: Any, info: dict, seed: int | None, options: Any,
+    def start_episode(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
                       sub_env: int | None = None) -> None:
         """Starts an episode with the reset observation; ends the open one as ``"reset"``."""
         if self._open_episode is not None:
             self.end_episode("reset")
         self._begin(obs, info, seed, options, sub_env, no_reset=False)
 
-    def _begin(self, obs: Any, info: dict, seed: int | None, options: Any,
+    def _begin(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
                sub_env: int | None, no_reset: bool) -> None:
         options = snapshot(options, "reset options")
-        info = self._info(info, "reset info")
+        rec_info = self._info(info, "reset info")
         obs0 = self._obs0
         if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
                 and obs.shape == self._obs_shape:
@@ -414,14 +417,14 @@ class StepBuffer:
                "step0": self._n_steps, "info0": self._n_info, "seed": seed,
                "options": options, "sub_env": sub_env, "no_reset": no_reset}
         self._n_obs += 1
-        if info:
-            self._infos.append((self._n_info, info))
+        if rec_info:
+            self._infos.append((self._n_info, rec_info))
         self._n_info += 1
         self.episodes_started += 1
         self._open_episode = seg
 
     def add_step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
-                 info: dict) -> bool:
+                 info: dict[str, Any]) -> bool:
         """Appends one transition to the open episode.
 
         Returns:
@@ -490,7 +493,7 @@ class StepBuffer:
             self._remember_last_obs(self._last_obs_row)
         return self._last_obs
 
-    def _close_segment(self, seg: dict) -> None:
+    def _close_segment(self, seg: dict[str, Any]) -> None:
         seg["obs1"] = self._n_obs
         seg["step1"] = self._n_steps
         seg["info1"] = self._n_info

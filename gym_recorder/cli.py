@@ -320,7 +320,7 @@ def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
                             "override), as a JSON object")
 
 
-def _env_blocks(envs: list[dict]) -> list[str]:
+def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
     """info's lines for each env of a directory that holds several."""
     lines = []
     for g in envs:

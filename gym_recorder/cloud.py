@@ -100,7 +100,7 @@ class FsspecStorage:
         FormatError: if there is nothing at the URL.
     """
 
-    def __init__(self, location: str, storage_options: dict | None = None) -> None:
+    def __init__(self, location: str, storage_options: dict[str, Any] | None = None) -> None:
         if not isinstance(location, str) or "://" not in location:
             raise ValueError(f"FsspecStorage needs a URL such as s3://bucket/path, got "
                              f"{location!r}")
@@ -296,7 +296,7 @@ def _is_local(fs: Any) -> bool:
     return any(p in ("file", "local") for p in protocol)
 
 
-def push(directory: str | os.PathLike, url: str, *, storage_options: dict | None = None,
+def push(directory: str | os.PathLike[str], url: str, *, storage_options: dict[str, Any] | None = None,
          progress: Callable[[str], None] | None = None) -> PushResult:
     """Uploads a local recording to a URL, incrementally and in a reader-safe order.
 

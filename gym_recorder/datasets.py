@@ -42,7 +42,7 @@ def _row(tree: Any, k: int) -> Any:
 class _RecordingDataset:
     """Location, selection and per-process reader shared by the datasets."""
 
-    def __init__(self, location: str | os.PathLike, episodes: Sequence[int] | None,
+    def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None,
                  verify: bool) -> None:
         self.location = os.fspath(location)
         self.verify = bool(verify)
@@ -83,7 +83,7 @@ class _RecordingDataset:
             self._cache.move_to_end(i)
         return ep
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.update(_reader_obj=None, _reader_pid=None, _cache=OrderedDict())
         return state
@@ -114,7 +114,7 @@ class TransitionDataset(_RecordingDataset):
         verify: check checksums while reading.
     """
 
-    def __init__(self, location: str | os.PathLike, episodes: Sequence[int] | None = None, *,
+    def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None = None, *,
                  verify: bool = False) -> None:
         super().__init__(location, episodes, verify)
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
@@ -122,7 +122,7 @@ class TransitionDataset(_RecordingDataset):
     def __len__(self) -> int:
         return int(self.starts[-1])
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
         e = int(np.searchsorted(self.starts, i, side="right")) - 1
         k = i - int(self.starts[e])
@@ -141,14 +141,14 @@ class EpisodeDataset(_RecordingDataset):
     own. Arguments as :class:`TransitionDataset`.
     """
 
-    def __init__(self, location: str | os.PathLike, episodes: Sequence[int] | None = None, *,
+    def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None = None, *,
                  verify: bool = False) -> None:
         super().__init__(location, episodes, verify)
 
     def __len__(self) -> int:
         return len(self.episodes)
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
         ep = self._episode(int(self.episodes[i]))
         return {"observations": ep.observations, "actions": ep.actions, "rewards": ep.rewards,
@@ -172,7 +172,7 @@ class WindowDataset(_RecordingDataset):
         EmptySelectionError: if ``length`` exceeds every selected episode's length.
     """
 
-    def __init__(self, location: str | os.PathLike, length: int, stride: int = 1, *,
+    def __init__(self, location: str | os.PathLike[str], length: int, stride: int = 1, *,
                  complete_only: bool = False, episodes: Sequence[int] | None = None,
                  verify: bool = False) -> None:
         for name, v in (("length", length), ("stride", stride)):
@@ -193,7 +193,7 @@ class WindowDataset(_RecordingDataset):
     def __len__(self) -> int:
         return len(self.owner)
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
         e = int(self.owner[i])
         ep = self._episode(int(self.episodes[e]))

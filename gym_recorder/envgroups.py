@@ -35,7 +35,7 @@ def _label(env_id: Any) -> str:
     return env_id if isinstance(env_id, str) else "-"
 
 
-def group_envs(rows: list[dict], writers: list[dict]) -> list[dict]:
+def group_envs(rows: list[dict[str, Any]], writers: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per env id (in the order the writers come), its episodes' figures.
 
     Args:
@@ -48,7 +48,7 @@ def group_envs(rows: list[dict], writers: list[dict]) -> list[dict]:
         One dict per env: ``env_id``, ``observation_space``, ``action_space``, ``writers``
         (indices), ``episodes``, ``steps``, ``total_reward_mean``/``min``/``max``, ``ends``.
     """
-    groups: dict[Any, dict] = {}
+    groups: dict[Any, dict[str, Any]] = {}
     for k, w in enumerate(writers):
         g = groups.get(w["env_id"])
         if g is None:

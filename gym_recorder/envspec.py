@@ -20,7 +20,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["capture_spec", "EnvRebuilder", "import_modules", "MAKE_VEC_ARGUMENTS"]
@@ -87,7 +87,7 @@ def _decode_arg(value: Any) -> Any:
     return value
 
 
-def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict, dict]:
+def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the kwargs JSON can hold, {name: repr} of those it cannot)."""
     kept, missing = {}, {}
     for k, v in (kwargs or {}).items():
@@ -101,6 +101,7 @@ def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict, dict]:
 
 
 def _entry_module(entry_point: Any) -> str | None:
+    module: object
     if isinstance(entry_point, str):
         module = entry_point.partition(":")[0]
     else:
@@ -108,7 +109,7 @@ def _entry_module(entry_point: Any) -> str | None:
     return module if isinstance(module, str) and _MODULE_RE.fullmatch(module) else None
 
 
-def capture_spec(spec: Any) -> dict | None:
+def capture_spec(spec: Any) -> dict[str, Any] | None:
     """The manifest's ``env_spec`` for an env's spec (None without a spec).
 
     Keys: ``id``, ``kwargs``, ``max_episode_steps`` (as before), the rest of
@@ -189,17 +190,16 @@ class EnvRebuilder:
                  vector: bool = False) -> None:
         self.spec = spec
         self.user_kwargs = dict(env_kwargs or {})
-        kwargs = spec.get("kwargs") if isinstance(spec.get("kwargs"), dict) else {}
+        kwargs = recorded if isinstance(recorded := spec.get("kwargs"), dict) else {}
         problems = []
         try:
             kwargs = {k: _decode_arg(v) for k, v in kwargs.items()}
         except Exception as e:  # noqa: BLE001  (a malformed recording)
             problems.append(f"bad recorded env kwargs ({e})")
         self.kwargs = {**kwargs, **self.user_kwargs}
-        self.wrappers: list[tuple[str, str, dict]] = []
-        missing = spec.get("missing_kwargs") if isinstance(spec.get("missing_kwargs"), dict) \
-            else {}
-        missing = dict(missing)
+        self.wrappers: list[tuple[str, str, dict[str, Any]]] = []
+        recorded_missing = spec.get("missing_kwargs")
+        missing = dict(recorded_missing) if isinstance(recorded_missing, dict) else {}
         if vector:
             missing.pop("num_envs", None)
             missing.pop("vector_kwargs", None)  # (the vector env's own; sub-envs are made alone)
@@ -249,7 +249,8 @@ class EnvRebuilder:
         if env_id in gym.registry:
             return
         hint = "; pass --import MODULE (the package that registers it)"
-        imports = self.spec.get("imports") if isinstance(self.spec.get("imports"), list) else []
+        recorded_imports = self.spec.get("imports")
+        imports = recorded_imports if isinstance(recorded_imports, list) else []
         for module in [self.spec.get("module")] + imports:
             if env_id in gym.registry:
                 break
@@ -277,7 +278,8 @@ class EnvRebuilder:
                 raise SpecError(f"wrapper {name} ({entry}) cannot be rebuilt: module {module!r} "
                                 "is not imported; pass --import " + module)
             try:
-                env = load_env_creator(entry)(env, **kwargs)
+                wrapper: Callable[..., Any] = load_env_creator(entry)  # a wrapper class
+                env = wrapper(env, **kwargs)
             except Exception as e:  # noqa: BLE001  (the wrapper's own error is the finding)
                 raise SpecError(f"wrapper {name} ({entry}) cannot be rebuilt: "
                                 f"{type(e).__name__}: {e}") from e

@@ -487,7 +487,7 @@ class ArrayRef:
         self.crc32 = crc32
 
 
-def parse_ref(obj: dict, where: str, *, aligned: bool = True,
+def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
               file: str | None = None) -> ArrayRef:
     """Validates an array reference read from a batch file.
 
@@ -505,7 +505,7 @@ def parse_ref(obj: dict, where: str, *, aligned: bool = True,
     Raises:
         FormatError: naming ``where`` and what is wrong.
     """
-    get = obj.get
+    get: Callable[..., Any] = obj.get  # JSON values: checked one by one below
     if get("order", "C") != "C":
         raise FormatError(f"{where}: only C order is supported, got {get('order')!r}")
     name = get("npyfile")
@@ -578,8 +578,8 @@ crc32: Callable[..., int] = _LazyCrc32()
 # ---------------------------------------------------------------------------------------------
 # VALUE encoding (infos, options, leaves that do not stack)
 
-ArraySink = Callable[[np.ndarray], dict]
-ArraySource = Callable[[dict, str], np.ndarray]
+ArraySink = Callable[[np.ndarray], dict[str, Any]]
+ArraySource = Callable[[dict[str, Any], str], np.ndarray]
 
 
 def _float_json(x: float) -> Any:
@@ -668,7 +668,7 @@ def _json_float(v: Any, where: str) -> float:
     return float(v)
 
 
-def _check_float_range(values: tuple, dtype: np.dtype, where: str) -> None:
+def _check_float_range(values: tuple[Any, ...], dtype: np.dtype, where: str) -> None:
     """Refuses finite numbers that the float (or complex) dtype cannot hold: the writer stores
     exact values of the dtype, so anything larger is corrupt, not a value to round to inf."""
     if dtype.itemsize > (16 if dtype.kind == "c" else 8):
@@ -859,12 +859,12 @@ BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>jso
 BATCH_COUNTS = ("json_size", "bin_size", "steps", "json_crc32")
 
 
-def is_legacy(doc: dict) -> bool:
+def is_legacy(doc: dict[str, Any]) -> bool:
     """True for an OpenAI gym-recording manifest or batch: no "format" and no "version"."""
     return "format" not in doc and "version" not in doc
 
 
-def check_version(doc: dict, where: str) -> int:
+def check_version(doc: dict[str, Any], where: str) -> int:
     """Checks a manifest's "format" and "version" against this reader's; returns the version.
 
     Raises:
@@ -928,12 +928,12 @@ def check_batch_entry(batch: Any, where: str, prefix: str, entries: int,
     return new
 
 
-def continues(entry: dict) -> bool:
+def continues(entry: dict[str, Any]) -> bool:
     """True if a later entry holds more of this entry's episode."""
     return entry.get("continues") is True
 
 
-def entry_end(entry: dict, where: str) -> str | None:
+def entry_end(entry: dict[str, Any], where: str) -> str | None:
     """How the episode ends at this entry: one of :data:`ENDS`, or None (it continues, or was
     not ended).
 

@@ -27,7 +27,7 @@ def legacy_episode(dec: Decoder, m: Manifest, batch: Batch, b: int, pos: int,
     """Reads episode ``pos`` of a gym-recording batch (``batch``, batch ``b`` of ``m``)."""
     where = f"{m.batches[b]['fn']} episode {pos}"
     entry = batch.entries[pos]
-    bins: dict[str, list] = {}
+    bins: dict[str, list[Any]] = {}
 
     def collect(obj: Any, w: str, depth: int = 0) -> None:
         if depth > MAX_NESTING:

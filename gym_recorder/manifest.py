@@ -59,7 +59,7 @@ class Manifest:
         FormatError: if the manifest is malformed or of an unsupported version.
     """
 
-    def __init__(self, source: Storage | str | os.PathLike, name: str) -> None:
+    def __init__(self, source: Storage | str | os.PathLike[str], name: str) -> None:
         self.name = where = name
         storage = LocalStorage(source) if isinstance(source, (str, os.PathLike)) else source
         _, doc = read_json(storage, name)
@@ -96,7 +96,7 @@ class Manifest:
         batches = doc.get("batches")
         if not isinstance(batches, list):
             raise FormatError(f"{where}: 'batches' must be a list")
-        self.batches: list[dict] = []
+        self.batches: list[dict[str, Any]] = []
         self.starts: list[int] = []
         count = entries = 0
         for i, b in enumerate(batches):
@@ -110,14 +110,16 @@ class Manifest:
     def new_episodes(self, b: int) -> int:
         """How many episodes batch ``b`` starts."""
         binfo = self.batches[b]
-        return binfo["len"] if self.legacy else binfo["episodes"]
+        count: int = binfo["len"] if self.legacy else binfo["episodes"]
+        return count
 
     def gap_before(self, b: int) -> bool:
         """True if entries between batch b - 1 and batch b are gone (moved aside by repair)."""
         if b == 0:
             return False
         prev = self.batches[b - 1]
-        return self.batches[b]["first"] != prev["first"] + prev["len"]
+        gap: bool = self.batches[b]["first"] != prev["first"] + prev["len"]
+        return gap
 
     def first_batch(self, number: int) -> int:
         """The batch that starts the writer's episode ``number`` (or the batch before it, when

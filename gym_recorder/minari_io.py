@@ -68,7 +68,7 @@ MINARI_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                  gym.spaces.MultiBinary, gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Text)
 
 
-def _check_minari_space(space: gym.Space, where: str) -> None:
+def _check_minari_space(space: gym.Space[Any], where: str) -> None:
     if not isinstance(space, MINARI_SPACES):
         raise UnsupportedSpaceError(f"{where}: Minari cannot store a {type(space).__name__} "
                                     f"space ({space})")
@@ -79,7 +79,7 @@ def _check_minari_space(space: gym.Space, where: str) -> None:
             _check_minari_space(sub, f"{where}[{k!r}]")
 
 
-def _stack_info(values: list, key: str) -> tuple[Any, str | None]:
+def _stack_info(values: list[Any], key: str) -> tuple[Any, str | None]:
     """(stacked value, None) or (None, why it cannot be stored)."""
     if all(isinstance(v, dict) for v in values):
         keys = list(values[0])
@@ -105,8 +105,8 @@ def _stack_info(values: list, key: str) -> tuple[Any, str | None]:
     return np.stack(arrays), None
 
 
-def _infos_for_minari(infos: list[dict], dropped: dict[str, str]) -> dict:
-    keys: list = []
+def _infos_for_minari(infos: list[dict[str, Any]], dropped: dict[str, str]) -> dict[str, Any]:
+    keys: list[Any] = []
     for row in infos:
         keys.extend(k for k in row if k not in keys)
     out = {}
@@ -140,8 +140,8 @@ def _env_for(reader: RecordingReader) -> Any:
     return spec
 
 
-def export_minari(directory: str | os.PathLike, dataset_id: str, *,
-                  episodes: Iterable[int] | None = None, description: str | None = None) -> dict:
+def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
+                  episodes: Iterable[int] | None = None, description: str | None = None) -> dict[str, Any]:
     """Writes a recording as the Minari dataset ``dataset_id`` in Minari's local root.
 
     Args:
@@ -233,20 +233,20 @@ def export_minari(directory: str | os.PathLike, dataset_id: str, *,
 class _Playback(gym.Env):
     """An env that gives back one recorded episode after another (for :func:`import_minari`)."""
 
-    metadata: dict = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, spec: Any) -> None:
+    def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any], spec: Any) -> None:
         self.observation_space, self.action_space = observation_space, action_space
         self.spec = spec
-        self.episode: dict = {}
+        self.episode: dict[str, Any] = {}
         self.k = 0
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, ...]:
         self.k = 0
         e = self.episode
         return _row(e["observations"], 0), e["infos"][0]
 
-    def step(self, action: Any) -> tuple:
+    def step(self, action: Any) -> tuple[Any, ...]:
         e, k = self.episode, self.k
         self.k = k + 1
         return (_row(e["observations"], k + 1), e["rewards"][k], bool(e["terminations"][k]),
@@ -261,7 +261,7 @@ def _row(tree: Any, k: int) -> Any:
     return tree[k]
 
 
-def _info_rows(infos: Any, n: int, where: str) -> list[dict]:
+def _info_rows(infos: Any, n: int, where: str) -> list[dict[str, Any]]:
     """Minari's infos (a dict of stacked arrays, N + 1 rows) as N + 1 dicts."""
     if not infos:
         return [{} for _ in range(n + 1)]
@@ -282,7 +282,7 @@ def _info_rows(infos: Any, n: int, where: str) -> list[dict]:
     return [{} if k < shift else _row(infos, k - shift) for k in range(n + 1)]
 
 
-def _open_dataset(minari: Any, dataset: str | os.PathLike) -> Any:
+def _open_dataset(minari: Any, dataset: str | os.PathLike[str]) -> Any:
     path = os.fspath(dataset)
     if os.path.isdir(os.path.join(path, "data")):
         return minari.MinariDataset(os.path.join(path, "data"))
@@ -291,7 +291,7 @@ def _open_dataset(minari: Any, dataset: str | os.PathLike) -> Any:
     return minari.load_dataset(path)  # an id in the local root (MINARI_DATASETS_PATH honoured)
 
 
-def import_minari(dataset: str | os.PathLike, directory: str | os.PathLike) -> dict:
+def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Reads every episode of a Minari dataset into a new recording ``directory``.
 
     Args:

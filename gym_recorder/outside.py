@@ -29,18 +29,18 @@ def _as_values(leaf: Any) -> ValuesLeaf:
     return leaf if isinstance(leaf, ValuesLeaf) else _VALUES
 
 
-def _mixed_leaves(slots: list, first_slots: list) -> bool:
+def _mixed_leaves(slots: list[Any], first_slots: list[Any]) -> bool:
     """True when two parts' stacked slots differ only in observation/action leaves."""
-    def others(ss: list) -> list:
+    def others(ss: list[Any]) -> list[Any]:
         return [s[:2] for s in ss if s[0] in ("rewards", "terminations", "truncations")]
     return others(slots) == others(first_slots)
 
 
-def join_leaf(columns: list) -> Any:
+def join_leaf(columns: list[Any]) -> Any:
     """Joins one leaf's columns of consecutive parts: one array if all are arrays, else rows."""
     if all(isinstance(c, np.ndarray) for c in columns):
         return np.concatenate(columns)
-    rows: list = []
+    rows: list[Any] = []
     for c in columns:
         rows.extend(list(c))
     return rows

@@ -80,7 +80,7 @@ def _row_bytes(cols: dict[str, Any]) -> int:
     return max(total, 1)
 
 
-def _card(meta: dict, files: int) -> str:
+def _card(meta: dict[str, Any], files: int) -> str:
     env = meta["env_id"] or "an unnamed environment"
     eps = meta["episodes"]
     returns = np.array([e["return"] for e in eps if e["return"] is not None], dtype=float)
@@ -126,9 +126,9 @@ def _card(meta: dict, files: int) -> str:
     return "\n".join(lines)
 
 
-def export_parquet(directory: str | os.PathLike, out: str | os.PathLike, *,
+def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
                    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                   episodes: list[int] | None = None) -> dict:
+                   episodes: list[int] | None = None) -> dict[str, Any]:
     """Writes a recording's steps as a Hugging Face style Parquet dataset folder ``out``.
 
     Args:
@@ -172,7 +172,7 @@ def export_parquet(directory: str | os.PathLike, out: str | os.PathLike, *,
 
 
 def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: int,
-           episodes: list[int] | None) -> dict:
+           episodes: list[int] | None) -> dict[str, Any]:
     data = os.path.join(tmp, "data")
     os.mkdir(data)
     indices = list(range(len(reader))) if episodes is None else list(episodes)

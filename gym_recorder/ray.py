@@ -119,10 +119,10 @@ def _rows(leaf: Any, start: int, stop: int) -> Any:
     return leaf[start:stop]
 
 
-def _join(pieces: list) -> Any:
+def _join(pieces: list[Any]) -> Any:
     if isinstance(pieces[0], np.ndarray):
         return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
-    out: list = []
+    out: list[Any] = []
     for p in pieces:
         out.extend(p)
     return out
@@ -141,7 +141,7 @@ def _to_block(columns: dict[str, Any]) -> Any:
     return BlockAccessor.batch_to_block({k: _column(v) for k, v in columns.items()})
 
 
-def _ragged(arrays: list) -> np.ndarray:
+def _ragged(arrays: list[Any]) -> np.ndarray:
     """An object array of per-episode arrays (a variable-shaped tensor column)."""
     out = np.empty(len(arrays), dtype=object)
     for i, a in enumerate(arrays):
@@ -157,12 +157,12 @@ class _TaskSpec:
     """What one read task reads: its batch, the batches before or after it that it needs."""
 
     location: str
-    storage_options: dict | None
+    storage_options: dict[str, Any] | None
     verify: bool
     granularity: str
     batch: Any                     # the task's BatchInfo
-    extra: tuple = ()              # (BatchInfo, ...) other batches it reads
-    episodes: tuple = ()           # episode granularity: (reader index, summary dict) it owns
+    extra: tuple[Any, ...] = ()              # (BatchInfo, ...) other batches it reads
+    episodes: tuple[Any, ...] = ()           # episode granularity: (reader index, summary dict) it owns
 
 
 _READERS: dict[str, Any] = {}
@@ -185,7 +185,7 @@ def _reader_for(spec: _TaskSpec) -> Any:
     return reader
 
 
-def _parts(spec: _TaskSpec, info: Any) -> dict[int, list]:
+def _parts(spec: _TaskSpec, info: Any) -> dict[int, list[Any]]:
     """The parts of one batch by *snapshot* episode index (a newer reader may number differently:
     the episodes of a batch are mapped by position onto the snapshot's ``info.episodes``)."""
     reader = _reader_for(spec)
@@ -200,7 +200,7 @@ def _parts(spec: _TaskSpec, info: Any) -> dict[int, list]:
         raise RecorderError(f"{spec.location}: batch {info.json_name} holds {len(new)} episodes, "
                             f"the snapshot says {len(info.episodes)}")
     to_snapshot = dict(zip(new, info.episodes))
-    out: dict[int, list] = {}
+    out: dict[int, list[Any]] = {}
     for p in sorted(parts, key=lambda p: (p.episode, p.part)):
         out.setdefault(to_snapshot[p.episode], []).append(p)
     return out
@@ -209,11 +209,11 @@ def _parts(spec: _TaskSpec, info: Any) -> dict[int, list]:
 def _step_block(spec: _TaskSpec) -> Any:
     """Step rows of one batch (obs of a continuing part's first step from the batch before)."""
     mine = _parts(spec, spec.batch)
-    before: dict[int, list] = {}
+    before: dict[int, list[Any]] = {}
     for info in spec.extra:
         for ep, ps in _parts(spec, info).items():
             before.setdefault(ep, []).extend(ps)
-    cols: dict[str, list] = {}
+    cols: dict[str, list[Any]] = {}
     for ep, parts in mine.items():
         for p in parts:
             n = len(p.rewards)
@@ -248,12 +248,12 @@ def _step_block(spec: _TaskSpec) -> Any:
 def _episode_block(spec: _TaskSpec) -> Any:
     """Episode rows of the episodes that start in this batch, joined from every batch they span."""
     owned = dict(spec.episodes)
-    found: dict[int, list] = {ep: [] for ep in owned}
+    found: dict[int, list[Any]] = {ep: [] for ep in owned}
     for info in (spec.batch, *spec.extra):
         for ep, ps in _parts(spec, info).items():
             if ep in found:
                 found[ep].extend(ps)
-    cols: dict[str, list] = {}
+    cols: dict[str, list[Any]] = {}
     for ep, meta in owned.items():
         parts = sorted(found[ep], key=lambda p: p.part)
         length = meta["length"]
@@ -313,7 +313,7 @@ def _datasource_class() -> type:
         return _DATASOURCE
     ray = _ray()
 
-    class _RecordingDatasource(ray.data.Datasource):  # type: ignore[name-defined]
+    class _RecordingDatasource(ray.data.Datasource):  # type: ignore[misc, name-defined]
         """A recording as a Ray Data datasource: one read task per committed batch.
 
         The batches, and for episode rows the episodes' metadata, are taken from the manifests
@@ -321,7 +321,7 @@ def _datasource_class() -> type:
         """
 
         def __init__(self, location: str, *, granularity: str = "step",
-                     storage_options: dict | None = None, verify: bool = False) -> None:
+                     storage_options: dict[str, Any] | None = None, verify: bool = False) -> None:
             super().__init__()
             from .reader import RecordingReader
 
@@ -350,7 +350,7 @@ def _datasource_class() -> type:
                     extra = tuple(infos[seen[ep]] for ep in info.episodes
                                   if ep in seen and owner[ep] < i)
                     extra = tuple(dict.fromkeys(extra))
-                    eps: tuple = ()
+                    eps: tuple[Any, ...] = ()
                 else:
                     owned = [ep for ep in info.episodes if owner[ep] == i]
                     later = sorted({j for j in range(i + 1, len(infos))
@@ -374,7 +374,7 @@ def _datasource_class() -> type:
             return sum(size for _, size in self._sizes)
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
-                           data_context: Any = None) -> list:
+                           data_context: Any = None) -> list[Any]:
             return [_make_read_task(spec, rows, size)
                     for spec, (rows, size) in zip(self._specs, self._sizes)]
 
@@ -395,12 +395,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _summary_dict(s: Any) -> dict:
+def _summary_dict(s: Any) -> dict[str, Any]:
     return {"length": int(s.length), "return": float(s.total_reward), "end": s.end,
             "seed": s.seed, "env_id": s.env_id, "writer": s.writer}
 
 
-def _estimate(info: Any, summaries: dict, eps: tuple, granularity: str) -> tuple[int, int]:
+def _estimate(info: Any, summaries: dict[int, Any], eps: tuple[Any, ...],
+              granularity: str) -> tuple[int, int]:
     size = int(getattr(info, "bin_size", 0) or 0)
     if granularity == "episode":
         return len(eps), size
@@ -408,8 +409,8 @@ def _estimate(info: Any, summaries: dict, eps: tuple, granularity: str) -> tuple
     return (int(steps) if steps is not None else None), 2 * size  # type: ignore[return-value]
 
 
-def read_recording(path_or_url: str | os.PathLike, *, granularity: str = "step",
-                   storage_options: dict | None = None, verify: bool = False,
+def read_recording(path_or_url: str | os.PathLike[str], *, granularity: str = "step",
+                   storage_options: dict[str, Any] | None = None, verify: bool = False,
                    **read_args: Any) -> Any:
     """A recording as a Ray Data dataset, one read task per committed batch.
 

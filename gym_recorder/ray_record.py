@@ -67,8 +67,8 @@ class ParallelSummary:
 
 
 def _record_worker(env_spec: Any, directory: str, episodes: int, seed: int, policy: Any,
-                   env_kwargs: dict | None, recorder_kwargs: dict | None,
-                   started: Callable[[str], None] | None = None) -> dict:
+                   env_kwargs: dict[str, Any] | None, recorder_kwargs: dict[str, Any] | None,
+                   started: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Records ``episodes`` episodes in this process; first reset seeded, later ones not."""
     from .replay import make_env
     from .wrapper import RecordingWrapper
@@ -94,11 +94,11 @@ def _record_worker(env_spec: Any, directory: str, episodes: int, seed: int, poli
     return {"prefix": rec.file_prefix, "episodes": done, "steps": steps}
 
 
-def record_parallel(env_id_or_creator: str | Callable[[], Any], directory: str | os.PathLike,
+def record_parallel(env_id_or_creator: str | Callable[[], Any], directory: str | os.PathLike[str],
                     *, num_workers: int, episodes_per_worker: int, seed: int | None = None,
                     policy: Callable[[Any], Any] | None = None,
-                    env_kwargs: dict | None = None,
-                    recorder_kwargs: dict | None = None) -> ParallelSummary:
+                    env_kwargs: dict[str, Any] | None = None,
+                    recorder_kwargs: dict[str, Any] | None = None) -> ParallelSummary:
     """Records an env with ``num_workers`` Ray actors, each with its own writer, into one directory.
 
     Worker k's first reset gets ``worker_seeds(seed, num_workers)[k]`` and later resets none (as
@@ -176,6 +176,6 @@ class _RecorderActor:
     """One recording worker (made a Ray actor by :func:`record_parallel`)."""
 
     def run(self, env_spec: Any, directory: str, episodes: int, seed: int, policy: Any,
-            env_kwargs: dict | None, recorder_kwargs: dict | None) -> dict:
+            env_kwargs: dict[str, Any] | None, recorder_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         return _record_worker(env_spec, directory, episodes, seed, policy, env_kwargs,
                               recorder_kwargs)

@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .vector import RecordingVectorWrapper
+    from .wrapper import RecordingWrapper
 
 __all__ = ["RecordStatus", "record_env", "writer_bytes"]
 
@@ -39,7 +43,7 @@ class RecordStatus:
     interrupted: bool = False
 
 
-def writer_bytes(directory: str | os.PathLike, prefix: str) -> int:
+def writer_bytes(directory: str | os.PathLike[str], prefix: str) -> int:
     """Bytes on disk of the files of one writer (those whose name starts with its prefix)."""
     start = prefix + "."
     with os.scandir(directory) as it:
@@ -47,7 +51,7 @@ def writer_bytes(directory: str | os.PathLike, prefix: str) -> int:
                    if e.name.startswith(start) and e.is_file(follow_symlinks=False))
 
 
-def record_env(env_id: str, directory: str | os.PathLike, *,
+def record_env(env_id: str, directory: str | os.PathLike[str], *,
                policy: Callable[[Any], Any] | None = None,
                episodes: int | None = None, steps: int | None = None,
                seed: int | None = None, num_envs: int | None = None,
@@ -92,6 +96,7 @@ def record_env(env_id: str, directory: str | os.PathLike, *,
 
     env = make_env(env_id, env_kwargs, num_envs=num_envs)
     try:
+        rec: RecordingWrapper | RecordingVectorWrapper
         if num_envs is None:
             from .wrapper import RecordingWrapper
             rec = RecordingWrapper(env, directory, **dict(recorder_kwargs or {}))
@@ -116,9 +121,9 @@ def record_env(env_id: str, directory: str | os.PathLike, *,
     return status
 
 
-def _run_single(rec: Any, policy: Callable, episodes: int | None, steps: int | None,
-                seed: int | None, status: RecordStatus, on_step: Callable | None,
-                should_stop: Callable | None) -> None:
+def _run_single(rec: Any, policy: Callable[..., Any], episodes: int | None, steps: int | None,
+                seed: int | None, status: RecordStatus, on_step: Callable[..., Any] | None,
+                should_stop: Callable[..., Any] | None) -> None:
     obs, _ = rec.reset(seed=seed)
     status.unfinished = 1
     while True:
@@ -139,9 +144,9 @@ def _run_single(rec: Any, policy: Callable, episodes: int | None, steps: int | N
             obs, _ = rec.reset()
 
 
-def _run_vector(rec: Any, policy: Callable, episodes: int | None, steps: int | None,
-                seed: int | None, status: RecordStatus, on_step: Callable | None,
-                should_stop: Callable | None) -> None:
+def _run_vector(rec: Any, policy: Callable[..., Any], episodes: int | None, steps: int | None,
+                seed: int | None, status: RecordStatus, on_step: Callable[..., Any] | None,
+                should_stop: Callable[..., Any] | None) -> None:
     num_envs = rec.num_envs
     mode = rec.metadata.get("autoreset_mode")
     next_step = getattr(mode, "name", mode) in (None, "NEXT_STEP", "NextStep")

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -141,7 +141,7 @@ def load_policy(spec: str) -> Callable[[Any], Any]:
             raise ReplayError(f"policy module {module_name!r} has no {attr!r}") from e
     if not callable(obj):
         raise ReplayError(f"policy {spec!r} is not callable")
-    return obj
+    return cast(Callable[[Any], Any], obj)
 
 
 # -- replaying ---------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class EpisodeCheck:
     status: str
     step: int | None = None
     message: str = ""
-    frames: list | None = field(default=None, repr=False)
+    frames: list[Any] | None = field(default=None, repr=False)
     render_fps: float | None = None
 
 
@@ -267,7 +267,7 @@ class _Stream:
 
 def _env_factory(manifest: Mapping[str, Any], render: bool,
                  env_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None,
-                                                                      Callable | None, str]:
+                                                                      Callable[..., Any] | None, str]:
     """How to make the env of one writer: (env_id, factory, reason when impossible).
 
     The env is ``gymnasium.make(env_id, **kwargs)`` with the recorded kwargs (``env_kwargs``
@@ -279,7 +279,8 @@ def _env_factory(manifest: Mapping[str, Any], render: bool,
     env_id = manifest.get("env_id")
     if not isinstance(env_id, str):
         return None, None, "the recording has no env id (the env had no spec)"
-    spec = manifest.get("env_spec") if isinstance(manifest.get("env_spec"), dict) else {}
+    recorded_spec = manifest.get("env_spec")
+    spec: dict[str, Any] = recorded_spec if isinstance(recorded_spec, dict) else {}
     vector = manifest.get("vector") is not None
     rebuild = EnvRebuilder(spec, env_kwargs, vector=vector)
     if rebuild.problem:
@@ -318,8 +319,8 @@ def _env_factory(manifest: Mapping[str, Any], render: bool,
 def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[int]:
     """The episodes to replay so that ``targets`` are reproduced: back to a seeded reset."""
     last = max(targets)
-    streams: dict[tuple, list[tuple[int, bool]]] = {}
-    owner: dict[int, tuple] = {}
+    streams: dict[tuple[Any, ...], list[tuple[int, bool]]] = {}
+    owner: dict[int, tuple[Any, ...]] = {}
     for i in range(last + 1):
         ep = reader[i]
         key = (ep.writer, ep.sub_env)
@@ -336,7 +337,7 @@ def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[in
     return needed
 
 
-def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | None = None,
+def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int] | None = None,
                      render: bool = False, env_kwargs: Mapping[str, Any] | None = None,
                      imports: Collection[str] = ()) -> Iterator[EpisodeCheck]:
     """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
@@ -386,8 +387,8 @@ def replay_recording(directory: str | os.PathLike, *, only: Collection[int] | No
         else:
             indices = list(range(count))
         writers = {w["prefix"]: w for w in reader.writers}
-        factories: dict[str, tuple] = {}
-        streams: dict[tuple, _Stream] = {}
+        factories: dict[str, tuple[Any, ...]] = {}
+        streams: dict[tuple[Any, ...], _Stream] = {}
         whole: dict[int, EpisodeCheck] = {}  # checks of native vector writers, replayed whole
         try:
             for i in indices:
@@ -429,7 +430,7 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
     env_id = manifest.get("env_id")
     rebuild = EnvRebuilder(manifest["env_spec"], env_kwargs, vector=True)
 
-    def check(ep: Any, status: str, step: int | None, message: str, frames: list | None,
+    def check(ep: Any, status: str, step: int | None, message: str, frames: list[Any] | None,
               fps: Any) -> EpisodeCheck:
         fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
         return EpisodeCheck(ep.index, ep.writer, ep.sub_env, ep.length, status, step, message,
@@ -445,7 +446,7 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
     elif kwargs.get("render_mode") == "human":
         del kwargs["render_mode"]
 
-    def make(num_envs: int, kw: dict) -> Any:
+    def make(num_envs: int, kw: dict[str, Any]) -> Any:
         try:
             rebuild.ensure_registered(env_id)
             return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
@@ -459,10 +460,11 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
                                 first_difference, check)
 
 
-def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: dict,
+def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
+                streams: dict[tuple[Any, ...], _Stream],
                 render: bool, env_kwargs: Mapping[str, Any] | None = None) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
-               frames: list | None = None) -> EpisodeCheck:
+               frames: list[Any] | None = None) -> EpisodeCheck:
         fps = None
         if frames is not None and stream is not None:
             fps = stream.env.metadata.get("render_fps")
@@ -484,7 +486,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
     if stream is None:
         stream = streams[key] = _Stream(factory())
     env = stream.env
-    frames: list | None = [] if render else None
+    frames: list[Any] | None = [] if render else None
     if ep.no_reset:
         if not stream.synced:
             return result("skipped", message=f"stepped on without a reset, and {stream.lost}")
@@ -497,7 +499,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
         except Exception as e:  # noqa: BLE001  (the env's own error is the finding)
             return _lost(result("mismatch", 0, f"reset raised {type(e).__name__}: {e}"), stream)
         stream.synced = True
-    if render:
+    if frames is not None:
         frames.append(env.render())
     mismatch: tuple[int, str] | None = None
     if first is not None:
@@ -512,7 +514,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict, streams: di
         except Exception as e:  # noqa: BLE001
             mismatch = mismatch or (t + 1, f"step raised {type(e).__name__}: {e}")
             break
-        if render:
+        if frames is not None:
             frames.append(env.render())
         if mismatch is not None:
             if terminated or truncated:
@@ -540,7 +542,7 @@ def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     return check
 
 
-def replay_frames(directory: str | os.PathLike, index: int, *,
+def replay_frames(directory: str | os.PathLike[str], index: int, *,
                   env_kwargs: Mapping[str, Any] | None = None,
                   imports: Collection[str] = ()) -> EpisodeCheck:
     """Renders one episode by replaying it with ``render_mode="rgb_array"``.

@@ -92,7 +92,7 @@ class Windows:
     def __len__(self) -> int:
         return len(self.starts)
 
-    def batch(self, windows: np.ndarray | Sequence[int]) -> dict:
+    def batch(self, windows: np.ndarray | Sequence[int]) -> dict[str, Any]:
         """Windows ``windows`` stacked: every array gets shape ``(len(windows), length, ...)``;
         ``mask`` (bool) is True on the rows that belong to the episode."""
         w = np.asarray(windows, dtype=np.int64)
@@ -104,13 +104,13 @@ class Windows:
         out["mask"] = mask
         return out
 
-    def __getitem__(self, i: int) -> dict:
+    def __getitem__(self, i: int) -> dict[str, Any]:
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"window {i} out of range: there are {n}")
         return {k: _unbatch(v) for k, v in self.batch([i % n]).items()}
 
-    def sample(self, n: int, rng: np.random.Generator) -> dict:
+    def sample(self, n: int, rng: np.random.Generator) -> dict[str, Any]:
         """``n`` windows drawn uniformly (with replacement) with ``rng``, as :meth:`batch`."""
         _check_rng(rng)
         if len(self) == 0:
@@ -118,7 +118,7 @@ class Windows:
         return self.batch(rng.integers(0, len(self), size=n))
 
 
-def _reshape(tree: Any, shape: tuple) -> Any:
+def _reshape(tree: Any, shape: tuple[Any, ...]) -> Any:
     if isinstance(tree, dict):
         return {k: _reshape(v, shape) for k, v in tree.items()}
     if isinstance(tree, tuple):

@@ -76,7 +76,7 @@ class RecordingSession:
     """
 
     def __init__(self, owner: Any, buffer: Any, end_all: Callable[[str], None],
-                 directory: str | os.PathLike, header: dict, obs_layout: Layout,
+                 directory: str | os.PathLike[str], header: dict[str, Any], obs_layout: Layout,
                  act_layout: Layout, *, file_prefix: str | None, flush_interval: float | None,
                  fsync: bool, lazy: bool = False) -> None:
         self.buffer = buffer
@@ -188,7 +188,7 @@ class RecordingSession:
 _CHECKED_ENVS: set[tuple[str, str]] = set()
 
 # Every session not yet collected, for the fork handler.
-_LIVE: weakref.WeakSet = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:

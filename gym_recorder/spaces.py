@@ -8,6 +8,7 @@ leaves, the reader to rebuild values (dicts, tuples, stacked arrays) from the st
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -15,7 +16,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .errors import FormatError
-from .format import MAX_NESTING, decode_value, parse_dtype
+from .format import MAX_NESTING, ArraySource, decode_value, parse_dtype
 
 # Rebuilding a Box allocates its low and high bounds in full (gymnasium's checks take about
 # 4.5x this at peak): refuse bounds larger than this many bytes each, so that a hostile manifest
@@ -46,7 +47,7 @@ def _bound_json(a: np.ndarray) -> Any:
     return np.vectorize(one, otypes=[object])(a).tolist() if a.size else []
 
 
-def describe_space(space: gym.Space | None) -> dict:
+def describe_space(space: gym.Space[Any] | None) -> dict[str, Any]:
     """Describes a space as JSON (the SPACE of the format specification).
 
     Spaces the format does not know are described as ``{"type": "unknown"}``; their values are
@@ -102,10 +103,11 @@ def charset_ranges(chars: list[str]) -> list[list[int]]:
     return out
 
 
-def _charset(desc: dict, where: str) -> str:
+def _charset(desc: dict[str, Any], where: str) -> str:
     """A Text space's charset from ``charset`` (a string) or ``charset_ranges``."""
     if "charset_ranges" not in desc:
-        return _get(desc, "charset", str, where)
+        charset: str = _get(desc, "charset", str, where)
+        return charset
     ranges = desc["charset_ranges"]
     if not isinstance(ranges, list) or len(ranges) > MAX_CHARSET_CHARS:
         raise FormatError(f"{where}: charset_ranges must be a list of [first, last] pairs")
@@ -123,7 +125,7 @@ def _charset(desc: dict, where: str) -> str:
     return "".join(chr(cp) for a, b in ranges for cp in range(a, b + 1))
 
 
-def _get(desc: dict, key: str, types: type | tuple, where: str) -> Any:
+def _get(desc: dict[str, Any], key: str, types: type | tuple[Any, ...], where: str) -> Any:
     value = desc.get(key)
     if not isinstance(value, types) or isinstance(value, bool) and bool not in (
             types if isinstance(types, tuple) else (types,)):
@@ -131,7 +133,7 @@ def _get(desc: dict, key: str, types: type | tuple, where: str) -> Any:
     return value
 
 
-def _bound(value: Any, shape: tuple, dtype: np.dtype, where: str) -> np.ndarray:
+def _bound(value: Any, shape: tuple[Any, ...], dtype: np.dtype, where: str) -> np.ndarray:
     def conv(x: Any, depth: int = 0) -> Any:
         if isinstance(x, list):
             if depth >= len(shape):
@@ -163,7 +165,7 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
-def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space | None:
+def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[Any] | None:
     """Rebuilds a gymnasium space from its description; ``None`` for an ``unknown`` space.
 
     Raises:
@@ -203,15 +205,17 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space | 
             if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
                 raise FormatError(f"{where}: Dict spaces must be [key, space] pairs")
             built = {k: build_space(s, f"{where}[{k!r}]", depth + 1) for k, s in pairs}
-            if any(s is None for s in built.values()):
+            children = {k: s for k, s in built.items() if s is not None}
+            if len(children) != len(built):
                 return None
-            return spaces.Dict(built)
+            return spaces.Dict(children)
         if kind in ("Tuple", "OneOf"):
             subs = [build_space(s, f"{where}[{i}]", depth + 1)
                     for i, s in enumerate(_get(desc, "spaces", list, where))]
-            if any(s is None for s in subs):
+            built_subs = [s for s in subs if s is not None]
+            if len(built_subs) != len(subs):
                 return None
-            return spaces.Tuple(subs) if kind == "Tuple" else spaces.OneOf(subs)
+            return spaces.Tuple(built_subs) if kind == "Tuple" else spaces.OneOf(built_subs)
         if kind == "Sequence":
             sub = build_space(desc.get("space"), f"{where}.space", depth + 1)
             return None if sub is None else spaces.Sequence(sub, stack=bool(desc.get("stack")))
@@ -261,7 +265,7 @@ class DictNode:
 
     __slots__ = ("keys", "children")
 
-    def __init__(self, keys: list[str], children: list) -> None:
+    def __init__(self, keys: list[str], children: list[Any]) -> None:
         self.keys = keys
         self.children = children
 
@@ -271,7 +275,7 @@ class TupleNode:
 
     __slots__ = ("children",)
 
-    def __init__(self, children: list) -> None:
+    def __init__(self, children: list[Any]) -> None:
         self.children = children
 
 
@@ -286,7 +290,7 @@ class Layout:
     """
 
     def __init__(self, desc: Any, where: str = "space") -> None:
-        self.leaves: list = []
+        self.leaves: list[Any] = []
         self.root = self._node(desc, where, 0)
         self.single = not isinstance(self.root, (DictNode, TupleNode))
 
@@ -349,9 +353,9 @@ class Layout:
         walk(self.root, "")
         return out
 
-    def flattener(self):
+    def flattener(self) -> Callable[[Any], list[Any]]:
         """Returns a function mapping one value of the space to the list of its leaf values."""
-        def walk(node: Any, value: Any, out: list) -> None:
+        def walk(node: Any, value: Any, out: list[Any]) -> None:
             if isinstance(node, DictNode):
                 for key, child in zip(node.keys, node.children):
                     walk(child, value[key], out)
@@ -365,14 +369,14 @@ class Layout:
 
         root = self.root
 
-        def flatten(value: Any) -> list:
-            out: list = []
+        def flatten(value: Any) -> list[Any]:
+            out: list[Any] = []
             walk(root, value, out)
             return out
 
         return flatten
 
-    def unflatten(self, leaves: list) -> Any:
+    def unflatten(self, leaves: list[Any]) -> Any:
         """Builds the space-shaped value (dicts, tuples) from per-leaf items in leaf order."""
         it = iter(leaves)
 
@@ -385,13 +389,13 @@ class Layout:
 
         return build(self.root)
 
-    def tree_leaves(self, tree: Any, where: str) -> list:
+    def tree_leaves(self, tree: Any, where: str) -> list[Any]:
         """Returns the stored leaf objects of a TREE (as in a batch JSON), in leaf order.
 
         Raises:
             FormatError: if the tree does not have the shape of the space.
         """
-        out: list = []
+        out: list[Any] = []
 
         def walk(node: Any, t: Any, w: str) -> None:
             if isinstance(node, DictNode):
@@ -413,7 +417,8 @@ class Layout:
         return out
 
 
-def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source, where: str) -> list:
+def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source: ArraySource,
+                       where: str) -> list[Any]:
     """Decodes a ValuesLeaf's stored rows into Python values, per the leaf's kind."""
     if not isinstance(stored, dict) or stored.get("__type") != "values" or not isinstance(
             stored.get("values"), list):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import FormatError
 from .format import open_regular
@@ -87,7 +87,7 @@ class LocalStorage:
         FileNotFoundError: if the directory does not exist.
     """
 
-    def __init__(self, directory: str | os.PathLike) -> None:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.location = os.fspath(directory)
         if not os.path.isdir(self.location):
             raise FileNotFoundError(f"no recording directory {self.location!r}")
@@ -195,8 +195,8 @@ class LocalStorage:
         return f"LocalStorage({self.location!r})"
 
 
-def open_storage(location: str | os.PathLike | Storage,
-                 storage_options: dict | None = None) -> Storage:
+def open_storage(location: str | os.PathLike[str] | Storage,
+                 storage_options: dict[str, Any] | None = None) -> Storage:
     """Opens the storage of a recording: a local directory, or a URL through fsspec.
 
     Args:

@@ -84,7 +84,7 @@ def concat(trees: Sequence[Any], where: str) -> Any:
             if len(dtypes) > 1:  # a leaf widened in some batches (see the format): keep it all
                 return np.concatenate(leaves, dtype=np.result_type(*dtypes))
             return leaves[0] if len(leaves) == 1 else np.concatenate(leaves)
-        out: list = []
+        out: list[Any] = []
         for x in leaves:
             out.extend(list(x))
         return out
@@ -122,7 +122,7 @@ class Transitions:
     def __len__(self) -> int:
         return len(self.reward)
 
-    def rows(self, rows: np.ndarray | Sequence[int]) -> dict:
+    def rows(self, rows: np.ndarray | Sequence[int]) -> dict[str, Any]:
         """The given step rows as a dict of (trees of) arrays: one batch for a learner."""
         rows = np.asarray(rows, dtype=np.int64)
         return {"obs": gather(self.obs, rows), "next_obs": gather(self.next_obs, rows),
@@ -130,7 +130,7 @@ class Transitions:
                 "terminated": self.terminated[rows], "truncated": self.truncated[rows],
                 "episode": self.episode[rows], "step": self.step[rows]}
 
-    def sample(self, n: int, rng: np.random.Generator, *, replace: bool = True) -> dict:
+    def sample(self, n: int, rng: np.random.Generator, *, replace: bool = True) -> dict[str, Any]:
         """``n`` steps drawn uniformly with ``rng`` (reproducible for a seeded Generator).
 
         Raises:
@@ -143,7 +143,7 @@ class Transitions:
         return self.rows(rng.choice(len(self), size=n, replace=replace))
 
 
-def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterator[tuple]:
+def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterator[tuple[Any, ...]]:
     """(index, observations, actions, rewards, terminations, truncations) per episode, in the
     order of ``indices``.
 
@@ -157,7 +157,7 @@ def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterato
             yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
         return
     wanted = set(indices)
-    parts: dict[int, list] = {}
+    parts: dict[int, list[Any]] = {}
     for info in reader.batches():
         if wanted.isdisjoint(info.episodes):
             continue

@@ -31,17 +31,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from .buffer import (Batch, _estimate_step_bytes, record_info, snapshot, steps_for_target,
                      worth_resizing)
-from .errors import RecorderError, RecordingClosedError, UnsupportedValueError
+from .errors import RecorderError, RecordingClosedError, ResetNeeded, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .session import RecordingSession, check_options
-from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, ResetNeeded, env_header
+from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, env_header
 
 __all__ = ["RecordingVectorWrapper", "VectorStepBuffer", "unstack_info", "NEXT_STEP",
            "SAME_STEP", "DISABLED"]
@@ -67,7 +67,7 @@ _FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
 # Vector infos
 
 
-def _is_mask(value: Any, num_envs: int) -> bool:
+def _is_mask(value: Any, num_envs: int) -> TypeGuard[np.ndarray]:
     return type(value) is np.ndarray and value.dtype == np.bool_ and value.shape == (num_envs,)
 
 
@@ -79,7 +79,7 @@ def _item(value: Any, i: int, num_envs: int) -> Any:
     return value
 
 
-def unstack_info(info: dict, num_envs: int, skip: tuple[str, ...] = ()) -> list[dict]:
+def unstack_info(info: dict[str, Any], num_envs: int, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Splits a vector env's info dict into one info dict per sub-environment.
 
     Follows Gymnasium's convention: a key ``k`` holds an array of ``num_envs`` values and ``_k``
@@ -96,7 +96,7 @@ def unstack_info(info: dict, num_envs: int, skip: tuple[str, ...] = ()) -> list[
     Returns:
         ``num_envs`` dicts (empty for sub-envs without info).
     """
-    out: list[dict] = [{} for _ in range(num_envs)]
+    out: list[dict[str, Any]] = [{} for _ in range(num_envs)]
     for key, value in info.items():
         if key in skip:
             continue
@@ -125,7 +125,7 @@ class _Segment:
                  "options", "end", "no_reset")
 
     def __init__(self, sub_env: int, episode: int, part: int, reset_idx: int | None,
-                 reset_info: dict | None, seed: int | None, options: Any, no_reset: bool) -> None:
+                 reset_info: dict[str, Any] | None, seed: int | None, options: Any, no_reset: bool) -> None:
         self.sub_env = sub_env
         self.episode = episode
         self.part = part
@@ -160,7 +160,7 @@ class VectorStepBuffer:
 
     def __init__(self, obs_layout: Layout, act_layout: Layout, num_envs: int,
                  autoreset_mode: str, target_batch_bytes: int, record_infos: bool = True,
-                 info_filter: Callable[[dict], dict] | None = None) -> None:
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         if autoreset_mode not in _MODES:
             raise ValueError(f"autoreset_mode must be one of {_MODES}, got {autoreset_mode!r}")
         if type(num_envs) is not int or num_envs < 1:
@@ -179,7 +179,7 @@ class VectorStepBuffer:
         self._n_open = 0  # how many are True in _open
         self._nshape = (num_envs,)
         self._segs: list[_Segment | None] = [None] * num_envs  # the open one per sub-env
-        self._last_obs: list[list | None] = [None] * num_envs  # DISABLED: for no_reset episodes
+        self._last_obs: list[list[Any] | None] = [None] * num_envs  # DISABLED: for no_reset episodes
         self._rows = self._rows_for(_estimate_step_bytes(obs_layout, act_layout))
         self._alloc()
 
@@ -235,7 +235,7 @@ class VectorStepBuffer:
         self._extra_used = 0
         self._batch_segs: list[_Segment] = []  # every segment of this batch; index = its id
         self._cur = np.full(self.num_envs, -1, np.int32)  # id of each sub-env's open segment
-        self._step_infos: list[tuple[int, dict]] = []  # (flat row, info) in row order
+        self._step_infos: list[tuple[int, dict[str, Any]]] = []  # (flat row, info) in row order
         for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
             self._add_segment(seg)
 
@@ -254,11 +254,12 @@ class VectorStepBuffer:
     @property
     def open_episodes(self) -> np.ndarray:
         """Boolean array: which sub-envs have an episode open (a copy)."""
-        return self._open.copy()
+        return np.copy(self._open, order="C")
 
     # -- values --------------------------------------------------------------------------------
 
-    def _vector_leaves(self, value: Any, flatten, layout: Layout, what: str) -> list:
+    def _vector_leaves(self, value: Any, flatten: Callable[[Any], list[Any]] | None,
+                       layout: Layout, what: str) -> list[Any]:
         """Flattens a batched value into per-leaf ``(num_envs, ...)`` arrays or lists, checked."""
         n = self.num_envs
         try:
@@ -284,7 +285,7 @@ class VectorStepBuffer:
             out.append(v)
         return out
 
-    def _single_leaves(self, value: Any, where: str) -> list:
+    def _single_leaves(self, value: Any, where: str) -> list[Any]:
         """Flattens one sub-env's observation into per-leaf values, checked and copied."""
         try:
             values = [value] if self._obs_flatten is None else self._obs_flatten(value)
@@ -311,7 +312,7 @@ class VectorStepBuffer:
             out.append(arr)
         return out
 
-    def _put(self, cols: list, j: int, index: Any, v: Any) -> None:
+    def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
         col = cols[j]
         if type(v) is np.ndarray and v.dtype != col.dtype and not np.can_cast(
                 v.dtype, col.dtype, "safe"):
@@ -327,12 +328,12 @@ class VectorStepBuffer:
         else:
             col[index] = v
 
-    def _write_rows(self, cols: list, leaves: list, base: int) -> None:
+    def _write_rows(self, cols: list[Any], leaves: list[Any], base: int) -> None:
         end = base + self.num_envs
         for j, v in enumerate(leaves):
             self._put(cols, j, slice(base, end), v)
 
-    def _put_extra(self, leaves: list) -> int:
+    def _put_extra(self, leaves: list[Any]) -> int:
         slot = self._cap * self.num_envs + self._extra_used
         self._extra_used += 1
         for j, v in enumerate(leaves):
@@ -347,14 +348,15 @@ class VectorStepBuffer:
                     f"{name}: shape {value.shape}, expected ({self.num_envs},)")
         if dtype is np.bool_ and value.dtype != np.bool_:
             value = value.astype(np.bool_)
-        return value
+        flat: np.ndarray = value
+        return flat
 
-    def _info(self, info: Any, where: str) -> dict | None:
+    def _info(self, info: Any, where: str) -> dict[str, Any] | None:
         if not self._record_infos or not info:
             return None
         return record_info(info, self._info_filter, where)
 
-    def _infos(self, infos: dict[int, dict] | None, what: str) -> dict[int, dict]:
+    def _infos(self, infos: dict[int, dict[str, Any]] | None, what: str) -> dict[int, dict[str, Any]]:
         if not infos or not self._record_infos:
             return {}
         out = {}
@@ -371,7 +373,7 @@ class VectorStepBuffer:
         self._cur[seg.sub_env] = len(self._batch_segs)
         self._batch_segs.append(seg)
 
-    def _begin(self, i: int, reset_idx: int, reset_info: dict | None, seed: int | None,
+    def _begin(self, i: int, reset_idx: int, reset_info: dict[str, Any] | None, seed: int | None,
                options: Any, no_reset: bool = False) -> None:
         self._add_segment(_Segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
                                    options, no_reset))
@@ -391,7 +393,7 @@ class VectorStepBuffer:
         self._open[i] = False
         self._n_open -= 1
 
-    def _step_info(self, flat: int, info: dict) -> None:
+    def _step_info(self, flat: int, info: dict[str, Any]) -> None:
         self._step_infos.append((flat, info))
 
     def end_episodes(self, end: str) -> None:
@@ -401,7 +403,7 @@ class VectorStepBuffer:
 
     # -- the protocol --------------------------------------------------------------------------
 
-    def reset(self, obs: Any, infos: dict[int, dict] | None, mask: np.ndarray | None,
+    def reset(self, obs: Any, infos: dict[int, dict[str, Any]] | None, mask: np.ndarray | None,
               seeds: list[int | None], options: Any) -> None:
         """Records a vector reset: the masked sub-envs (all if ``mask`` is None) start episodes.
 
@@ -429,8 +431,8 @@ class VectorStepBuffer:
         self._row = r + 1
 
     def step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
-             infos: dict[int, dict] | None = None, final_obs: dict[int, Any] | None = None,
-             final_infos: dict[int, dict] | None = None) -> None:
+             infos: dict[int, dict[str, Any]] | None = None, final_obs: dict[int, Any] | None = None,
+             final_infos: dict[int, dict[str, Any]] | None = None) -> None:
         """Records one vector step (callers check :attr:`full` after each call).
 
         Args:
@@ -490,14 +492,14 @@ class VectorStepBuffer:
                     raise ResetNeeded(f"sub-env {i} was stepped before it was ever reset")
         # Store the step: one assignment per column.
         end = base + n
-        if fast_obs:
-            obs0[base:end] = obs
-        else:
+        if obs_leaves is not None:
             self._write_rows(self._obs_cols, obs_leaves, base)
-        if fast_act:
-            act0[base:end] = action
-        else:
+        elif obs0 is not None:  # (always, on the fast path)
+            obs0[base:end] = obs
+        if act_leaves is not None:
             self._write_rows(self._act_cols, act_leaves, base)
+        elif act0 is not None:
+            act0[base:end] = action
         self._rew[base:end] = reward
         self._term[base:end] = terminated
         self._trunc[base:end] = truncated
@@ -590,7 +592,7 @@ class VectorStepBuffer:
         rew_g = self._rew[steps_idx]
         term_g = self._term[steps_idx]
         trunc_g = self._trunc[steps_idx]
-        seg_infos: list[list] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
+        seg_infos: list[list[Any]] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
         if self._step_infos:
             where = np.empty(n_rows * n, np.intp)
             where[steps_idx] = np.arange(len(steps_idx))
@@ -603,7 +605,7 @@ class VectorStepBuffer:
         # write them column by column, like a single env's.
         obs_off_l, step_off_l = obs_off.tolist(), step_off.tolist()
         segments = []
-        infos = []
+        infos: list[tuple[int, dict[str, Any]]] = []
         for k, seg in enumerate(segs):
             part0 = seg.reset_idx is not None
             segments.append({
@@ -615,10 +617,10 @@ class VectorStepBuffer:
                 "sub_env": seg.sub_env, "no_reset": seg.no_reset})
             infos.extend((obs_off_l[k] + r, info) for r, info in seg_infos[k])
         # Start the next batch: open episodes go on as their next part.
-        for i, seg in enumerate(self._segs):
-            if seg is not None:
-                self._segs[i] = _Segment(i, seg.episode, seg.part + 1, None, None, None, None,
-                                         seg.no_reset)
+        for i, open_seg in enumerate(self._segs):
+            if open_seg is not None:
+                self._segs[i] = _Segment(i, open_seg.episode, open_seg.part + 1, None, None, None,
+                                         None, open_seg.no_reset)
         if self._rows != self._cap or any(
                 c.dtype != leaf.dtype for c, leaf in zip(
                     self._obs_cols + self._act_cols,
@@ -693,11 +695,11 @@ class RecordingVectorWrapper(VectorWrapper):
         FileExistsError: if ``file_prefix`` is already used in the directory.
     """
 
-    def __init__(self, env: VectorEnv, directory: str | os.PathLike, *,
+    def __init__(self, env: VectorEnv, directory: str | os.PathLike[str], *,
                  file_prefix: str | None = None,
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
                  record_infos: bool = True,
-                 info_filter: Callable[[dict], dict] | None = None,
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
@@ -740,7 +742,7 @@ class RecordingVectorWrapper(VectorWrapper):
         """The env's autoreset mode: ``"NextStep"``, ``"SameStep"`` or ``"Disabled"``."""
         return self._mode
 
-    def _split(self, info: dict, skip: tuple[str, ...] = ()) -> dict[int, dict]:
+    def _split(self, info: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[int, dict[str, Any]]:
         if not info or not self._record_infos:
             return {}
         return {i: d for i, d in enumerate(unstack_info(info, self._n, skip)) if d}
@@ -759,7 +761,8 @@ class RecordingVectorWrapper(VectorWrapper):
             # Read before the env pops it; each sub-env receives the options without it.
             mask = np.array(options["reset_mask"], copy=True)
             sub_options = {k: v for k, v in options.items() if k != "reset_mask"}
-        result = self.env.reset(seed=seed, options=options)
+        # (Gymnasium's vector envs take a list of seeds too; VectorEnv.reset says int | None.)
+        result = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
         obs, info = result
         if mask is not None:
             # The env accepted it (Gymnasium checks: bool, shape (num_envs,)).

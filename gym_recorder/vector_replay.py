@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ["replay_vector_writer"]
 
 
-def _stack(items: list) -> Any:
+def _stack(items: list[Any]) -> Any:
     """Stacks per-sub-env values (arrays, dicts, tuples of them) into one batch."""
     first = items[0]
     if isinstance(first, dict):
@@ -32,9 +32,9 @@ def _stack(items: list) -> Any:
     return np.stack([np.asarray(it) for it in items])
 
 
-def replay_vector_writer(episodes: list, manifest: Mapping[str, Any], kwargs: dict,
-                         render: bool, make: Callable[..., Any], row: Callable,
-                         compare: Callable, check_type: Callable) -> dict[int, Any]:
+def replay_vector_writer(episodes: list[Any], manifest: Mapping[str, Any], kwargs: dict[str, Any],
+                         render: bool, make: Callable[..., Any], row: Callable[..., Any],
+                         compare: Callable[..., Any], check_type: Callable[..., Any]) -> dict[int, Any]:
     """Replays all episodes of one vector writer; returns {episode index: check}.
 
     Args:
@@ -51,7 +51,7 @@ def replay_vector_writer(episodes: list, manifest: Mapping[str, Any], kwargs: di
     num_envs = vector.get("num_envs")
     mode = vector.get("autoreset_mode")
     results: dict[int, Any] = {}
-    by_sub: dict[int, list] = {}
+    by_sub: dict[int, list[Any]] = {}
     for ep in episodes:
         by_sub.setdefault(ep.sub_env, []).append(ep)
     if type(num_envs) is not int or sorted(by_sub) != list(range(num_envs)) or mode not in (
@@ -83,7 +83,7 @@ def replay_vector_writer(episodes: list, manifest: Mapping[str, Any], kwargs: di
     horizon = min(len(line) for line in timelines)
     env = make(num_envs, kwargs)
     failed: dict[int, tuple[int, str]] = {}  # episode index -> (step, difference)
-    frames: dict[int, list] = {}
+    frames: dict[int, list[Any]] = {}
     fps = env.metadata.get("render_fps") if render else None
     try:
         obs, _ = env.reset(seed=seeds[0])

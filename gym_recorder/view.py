@@ -287,7 +287,7 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
         return max(size - suffix, 0), size
 
 
-def make_server(directory: str | os.PathLike, host: str = DEFAULT_HOST,
+def make_server(directory: str | os.PathLike[str], host: str = DEFAULT_HOST,
                 port: int = DEFAULT_PORT) -> ViewServer:
     """Creates (does not start) a server for the recording in ``directory``.
 
@@ -306,7 +306,7 @@ def make_server(directory: str | os.PathLike, host: str = DEFAULT_HOST,
     return ViewServer(directory, (host, port))
 
 
-def run(directory: str | os.PathLike, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+def run(directory: str | os.PathLike[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
         open_browser: bool = True) -> int:
     """Serves the viewer until Ctrl-C; prints the URL as the first line of stdout.
 

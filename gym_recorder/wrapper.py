@@ -6,7 +6,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, SupportsFloat
+from typing import Any, Literal, SupportsFloat, TypedDict
 
 import gymnasium as gym
 
@@ -28,13 +28,24 @@ DEFAULT_TARGET_BATCH_BYTES = 5_000_000
 DEFAULT_FLUSH_INTERVAL = 10.0
 
 
-def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space,
-               action_space: gym.Space) -> dict:
+def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space[Any],
+               action_space: gym.Space[Any]) -> dict[str, Any]:
     """The manifest fields that describe the environment: id, spec, spaces."""
     spec = getattr(env, "spec", None)
     return {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
             "observation_space": describe_space(observation_space),
             "action_space": describe_space(action_space), "vector": None}
+
+
+class _Settings(TypedDict):
+    """A RecordingWrapper's settings, kept to start a new writer (copy, unpickle, fork)."""
+
+    directory: str
+    target_batch_bytes: int
+    record_infos: bool
+    info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None
+    flush_interval: float | None
+    fsync: bool
 
 
 class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -73,11 +84,11 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         FileExistsError: if ``file_prefix`` is already used in the directory.
     """
 
-    def __init__(self, env: gym.Env, directory: str | os.PathLike, *,
+    def __init__(self, env: gym.Env, directory: str | os.PathLike[str], *,
                  file_prefix: str | None = None,
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
                  record_infos: bool = True,
-                 info_filter: Callable[[dict], dict] | None = None,
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
@@ -88,7 +99,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             target_batch_bytes=target_batch_bytes, record_infos=record_infos,
             info_filter=info_filter, flush_interval=flush_interval, fsync=fsync)
         super().__init__(env)
-        self._settings = {"directory": os.fspath(directory), "target_batch_bytes":
+        self._settings: _Settings = {"directory": os.fspath(directory), "target_batch_bytes":
                           target_batch_bytes, "record_infos": record_infos,
                           "info_filter": info_filter, "flush_interval": flush_interval,
                           "fsync": fsync}
@@ -102,7 +113,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],
                                   record_infos=settings["record_infos"],
                                   info_filter=settings["info_filter"])
-        self._directory = settings["directory"]
+        self._directory: str = settings["directory"]
         self._session = RecordingSession(
             self, self._buffer, self._buffer.end_episode, self._directory, header, obs_layout,
             act_layout, file_prefix=file_prefix, flush_interval=settings["flush_interval"],
@@ -121,13 +132,13 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._paused_note = note
         self._reset_done = False
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """A copy (or pickle) keeps the inner env and the settings, never the writer."""
         state = {k: v for k, v in self.__dict__.items() if k not in ("_session", "_buffer")}
         state["_copied_mid_episode"] = self._reset_done and self._buffer.episode_open
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         """The copy records into the same directory as a new writer, from its next reset()."""
         mid_episode = state.pop("_copied_mid_episode", False)
         self.__dict__.update(state)
@@ -252,5 +263,6 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __enter__(self) -> RecordingWrapper:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
         self.close()
+        return False  # exceptions propagate

@@ -17,6 +17,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import atomicwrites
@@ -87,7 +88,7 @@ def _tree_template(layout: Layout) -> str:
     return build(layout.root)
 
 
-def _column_texts(sink: _BinSink, col: np.ndarray | list, lo: np.ndarray, hi: np.ndarray,
+def _column_texts(sink: _BinSink, col: np.ndarray | list[Any], lo: np.ndarray, hi: np.ndarray,
                   where: str) -> list[str]:
     """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object."""
     if isinstance(col, np.ndarray):
@@ -157,7 +158,7 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-class _NoSyncWriter(atomicwrites.AtomicWriter):
+class _NoSyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
     """An atomic writer (temp file in the same directory, then rename) that leaves fsync to us."""
 
     def sync(self, f: Any) -> None:
@@ -167,7 +168,7 @@ class _NoSyncWriter(atomicwrites.AtomicWriter):
         os.replace(f.name, self._path)
 
 
-class _SyncWriter(atomicwrites.AtomicWriter):
+class _SyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
     """An atomic writer that fsyncs the file, then renames (the directory is synced separately)."""
 
     def commit(self, f: Any) -> None:
@@ -186,7 +187,7 @@ class _BinSink:
         self.f = f
         self.name = name
         self.offset = 0
-        self._pending: list = []
+        self._pending: list[Any] = []
         self._pending_bytes = 0
 
     def _flush_pending(self) -> None:
@@ -212,7 +213,7 @@ class _BinSink:
             self._pending_bytes += pad
             offset += pad
         nbytes = arr.nbytes
-        data = memoryview(arr).cast("B") if nbytes else b""
+        data = arr.data.cast("B") if nbytes else b""  # (arr.data is memoryview(arr))
         if nbytes < SMALL_WRITE_BYTES:
             self._pending.append(data)
             self._pending_bytes += nbytes
@@ -231,7 +232,7 @@ class _BinSink:
         offset, data = self.put_block(arr)
         return arr, offset, format.crc32(data)
 
-    def __call__(self, arr: np.ndarray) -> dict:
+    def __call__(self, arr: np.ndarray) -> dict[str, Any]:
         """Writes an array; returns its reference as a dict."""
         arr, offset, crc = self._put(arr)
         return {"__type": "ndarray", "shape": list(arr.shape), "order": "C",
@@ -250,7 +251,7 @@ class _BinSink:
                             arr.dtype.str, self.name, offset, arr.nbytes, crc)
 
 
-def _info_columns(rows: int, infos: list[tuple[int, dict]], sink: _BinSink, where: str) -> dict:
+def _info_columns(rows: int, infos: list[tuple[int, dict[str, Any]]], sink: _BinSink, where: str) -> dict[str, Any]:
     """Encodes sparse (row, info) pairs as INFOS columns (see the format specification)."""
     columns: dict[str, tuple[list[int], list[Any]]] = {}
     for row, info in infos:
@@ -269,7 +270,7 @@ def _info_columns(rows: int, infos: list[tuple[int, dict]], sink: _BinSink, wher
         entry["index"] = None if len(index) == rows else sink(np.array(index, dtype=np.int64))
         first = values[0]
         t = type(first)
-        stacked = None
+        stacked: np.ndarray | None = None
         pytype = None
         if t in (bool, int, float) and all(type(v) is t for v in values):
             pytype = t.__name__
@@ -315,8 +316,9 @@ class BatchWriter:
         ValueError: if the prefix is not a valid file-name prefix.
     """
 
-    def __init__(self, directory: str, prefix: str | None, header: dict, obs_layout: Layout,
-                 act_layout: Layout, *, fsync: bool = False, on_batch_written=None) -> None:
+    def __init__(self, directory: str, prefix: str | None, header: dict[str, Any],
+                 obs_layout: Layout, act_layout: Layout, *, fsync: bool = False,
+                 on_batch_written: Callable[[int, int], None] | None = None) -> None:
         self.prefix = check_prefix(prefix) if prefix is not None else default_prefix()
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
@@ -361,7 +363,7 @@ class BatchWriter:
         self._commit_interval = MIN_COMMIT_INTERVAL
         self._unsynced: list[str] = []
         # A full queue blocks submit() until the writer has drained it (see batchqueue).
-        self._queue: queue.Queue = BatchQueue(MAX_PENDING_BATCHES, low=0)
+        self._queue: queue.Queue[Any] = BatchQueue(MAX_PENDING_BATCHES, low=0)
         self._lock = threading.Lock()
         self._failed: list[tuple[int, Batch]] = []  # batches not written, in order, for retry
         self._error: BaseException | None = None
@@ -625,7 +627,7 @@ class BatchWriter:
             self._obs_template % row for row in zip(*obs)]
         act_texts = act[0] if self._act_layout.single else [
             self._act_template % row for row in zip(*act)]
-        out = []
+        out: list[str] = []
         append = out.append
         for k, seg, seg_infos, obs_t, act_t, rew_t, term_t, trunc_t in zip(
                 range(first, first + len(segs)), segs, batch.segment_infos(), obs_texts,

@@ -50,6 +50,10 @@ def _positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+# What a Discrete action space samples (numpy integers) and what step() takes: any integer.
+DiscreteAction = int | np.integer[Any]
+
+
 def _discrete_action(action: Any, n: int) -> int:
     """Converts a ``Discrete(n)`` action to ``int``, raising ValueError if invalid.
 
@@ -62,7 +66,7 @@ def _discrete_action(action: Any, n: int) -> int:
     return int(action)
 
 
-class ImageEnv(gym.Env[np.ndarray, int]):
+class ImageEnv(gym.Env[np.ndarray, DiscreteAction]):
     """An image-observation environment whose ``step`` costs only a few microseconds.
 
     At ``reset`` a bank of 8 pairwise distinct ``(height, width, 3)`` uint8 frames is
@@ -159,11 +163,11 @@ class ImageEnv(gym.Env[np.ndarray, int]):
 
     def _observation(self) -> np.ndarray:
         assert self._bank is not None
-        frame = self._bank[self._frame]
+        frame: np.ndarray = self._bank[self._frame]
         if self._buffer is not None:
             np.copyto(self._buffer, frame)
             return self._buffer
-        return frame.copy()
+        return np.copy(frame, order="C")
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -183,7 +187,7 @@ class ImageEnv(gym.Env[np.ndarray, int]):
         self._frame = 0
         return self._observation(), {}
 
-    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: DiscreteAction) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Advances one step; see the class docstring for the dynamics.
 
         Args:
@@ -201,13 +205,14 @@ class ImageEnv(gym.Env[np.ndarray, int]):
         self._frame = (t + a) % self.BANK_SIZE
         return self._observation(), float(a == t % 4), False, t >= self.episode_length, {}
 
-    def render(self) -> np.ndarray | None:  # type: ignore[override]
+    def render(self) -> np.ndarray | None:
         """Returns a copy of the current frame if ``render_mode == "rgb_array"``, else None."""
         if self.render_mode is None:
             return None
         if self._bank is None:
             raise RuntimeError("Cannot call render() before reset().")
-        return self._bank[self._frame].copy()
+        frame: np.ndarray = self._bank[self._frame]
+        return np.copy(frame, order="C")
 
 
 class NestedDictEnv(gym.Env[dict[str, Any], dict[str, Any]]):
@@ -367,7 +372,7 @@ class NestedDictEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         return self._observation(), reward, terminated, truncated, {}
 
 
-class TextEnv(gym.Env[str, int]):
+class TextEnv(gym.Env[str, DiscreteAction]):
     """An environment with ``Text`` observations of varying length (including 0).
 
     At ``reset`` a 64-character pool is drawn from ``CHARSET`` (ASCII letters,
@@ -428,7 +433,7 @@ class TextEnv(gym.Env[str, int]):
         self._t = 0
         return self._observation(0, 0), {"message": "reset"}
 
-    def step(self, action: int) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: DiscreteAction) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         """Advances one step; see the class docstring for the dynamics.
 
         Args:
@@ -448,7 +453,7 @@ class TextEnv(gym.Env[str, int]):
         return obs, len(obs) / self.MAX_LENGTH, False, t >= self.episode_length, info
 
 
-class ChangingInfoEnv(gym.Env[np.ndarray, int]):
+class ChangingInfoEnv(gym.Env[np.ndarray, DiscreteAction]):
     """An environment whose info dict changes keys (and value types) within an episode.
 
     Reset info is ``{"start": np.int64(s)}`` with ``s`` drawn from ``self.np_random``.
@@ -522,7 +527,7 @@ class ChangingInfoEnv(gym.Env[np.ndarray, int]):
         self._t = 0
         return np.array([0.0, self._phase], dtype=np.float32), {"start": start}
 
-    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: DiscreteAction) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Advances one step; see the class docstring for the dynamics.
 
         Args:
@@ -543,7 +548,7 @@ class ChangingInfoEnv(gym.Env[np.ndarray, int]):
         return obs, float(a), False, t >= self.episode_length, self._info(t)
 
 
-class FixedLengthEnv(gym.Env[np.ndarray, int]):
+class FixedLengthEnv(gym.Env[np.ndarray, DiscreteAction]):
     """An environment whose episodes last exactly ``episode_length`` steps.
 
     At ``reset`` an integer array ``base`` of shape ``obs_shape`` with values in
@@ -629,7 +634,7 @@ class FixedLengthEnv(gym.Env[np.ndarray, int]):
         self._t = 0
         return self._observation(), {}
 
-    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: DiscreteAction) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Advances one step; see the class docstring for the dynamics.
 
         Args:
