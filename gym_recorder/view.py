@@ -24,6 +24,7 @@ import http.server
 import json
 import os
 import re
+import signal
 import stat
 import sys
 import threading
@@ -306,6 +307,11 @@ def make_server(directory: str | os.PathLike[str], host: str = DEFAULT_HOST,
     return ViewServer(directory, (host, port))
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM: stop as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
 def run(directory: str | os.PathLike[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
         open_browser: bool = True) -> int:
     """Serves the viewer until Ctrl-C; prints the URL as the first line of stdout.
@@ -314,6 +320,11 @@ def run(directory: str | os.PathLike[str], host: str = DEFAULT_HOST, port: int =
         0 once stopped by Ctrl-C.
     """
     server = make_server(directory, host, port)
+    if threading.current_thread() is threading.main_thread():
+        # Ctrl-C (SIGINT) and SIGTERM stop the server cleanly, also when it was started in the
+        # background of a non-interactive shell, which starts it with SIGINT ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         print(server.url, flush=True)
         if open_browser:

@@ -210,6 +210,22 @@ def test_cli_prints_the_url_first_and_ctrl_c_exits_0(recording):
             proc.wait()
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_started_with_sigint_ignored_it_still_stops_cleanly(recording, sig):
+    # (what `gym-recorder view DIR &` in a script does: the shell starts it with SIGINT ignored)
+    proc = run_cli(str(recording), "--port", "0", "--no-browser",
+                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+        proc.send_signal(sig)
+        assert proc.wait(20) == 0
+        assert proc.stderr.read().strip().endswith("stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_cli_missing_dir_is_one_line(tmp_path):
     proc = run_cli(str(tmp_path / "nope"), "--no-browser")
     out, err = proc.communicate(timeout=60)
