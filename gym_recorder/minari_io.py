@@ -68,7 +68,9 @@ MINARI_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                  gym.spaces.MultiBinary, gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Text)
 
 
-def _check_minari_space(space: gym.Space[Any], where: str) -> None:
+def _check_minari_space(space: gym.Space[Any] | None, where: str) -> None:
+    if space is None:
+        raise UnsupportedSpaceError(f"{where}: the recording describes no space")
     if not isinstance(space, MINARI_SPACES):
         raise UnsupportedSpaceError(f"{where}: Minari cannot store a {type(space).__name__} "
                                     f"space ({space})")
