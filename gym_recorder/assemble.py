@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .columns import FastPart
 from .decode import STACKED, Batch, Decoder, Part, PartData
 from .episode import Episode
 from .errors import FormatError
@@ -20,7 +21,7 @@ from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from .spaces import Layout
 
-__all__ = ["tree", "make_episode", "single_episode", "stitched_episode", "PARALLEL_READ_BYTES",
+__all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode", "PARALLEL_READ_BYTES",
            "READ_THREADS"]
 
 # An episode of several parts with at least this many bytes of stacked arrays is read by
@@ -44,6 +45,16 @@ def make_episode(m: Manifest, index: int, first: PartData, last: PartData, obs: 
                    truncations=truncations, infos=infos, seed=first.seed, options=first.options,
                    env_id=m.env_id, end=last.end, sub_env=first.sub_env, writer=m.prefix,
                    no_reset=first.no_reset)
+
+
+def fast_episode(m: Manifest, p: FastPart, index: int) -> Episode:
+    """The Episode of one entry decoded column-wise: its arrays copied out of the batch's."""
+    return Episode(index=index, observations=tree(m.obs_layout, [a.copy() for a in p.obs]),
+                   actions=tree(m.act_layout, [a.copy() for a in p.act]),
+                   rewards=p.rewards.copy(), terminations=p.terminations.copy(),
+                   truncations=p.truncations.copy(), infos=[{} for _ in range(p.info_rows)],
+                   seed=p.seed, options=None, env_id=m.env_id, end=p.end, sub_env=p.sub_env,
+                   writer=m.prefix, no_reset=p.no_reset)
 
 
 def single_episode(m: Manifest, p: PartData, index: int) -> Episode:

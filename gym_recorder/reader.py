@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from .assemble import single_episode, stitched_episode
+from .assemble import fast_episode, single_episode, stitched_episode
 from .batches import OpenEpisodes, decode_batch, list_batches
-from .decode import Batch, Decoder, parse_batch
+from .columns import decode_columns
+from .decode import Batch, Decoder, gc_paused, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from .errors import FormatError, RecordingClosedError
 from .format import ENDS, continues
@@ -174,8 +175,18 @@ class RecordingReader:
         # One part, in the batch loaded last (still cached): one read for all its arrays.
         binfo, entry, part_no, batch = items[0]
         dec = self._decoder
-        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), dec.batch_size(batch, binfo),
-                          data=dec.batch_data(batch, binfo))
+        size = dec.batch_size(batch, binfo)
+        data = dec.batch_data(batch, binfo)
+        if data is not None:
+            # The batch's bytes are in memory: decode all its entries' columns once.
+            if batch.parts is None:
+                with gc_paused():
+                    batch.parts = decode_columns(m, binfo["bin"], batch.entries, size, data,
+                                                 dec.verify)
+            fast = batch.parts.get(entry["index"] - binfo["first"])
+            if fast is not None:
+                return fast_episode(m, fast, index)
+        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data)
         return single_episode(m, p, index)
 
     def __iter__(self) -> Iterator[Episode]:
