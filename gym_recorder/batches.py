@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from .assemble import tree
 from .columns import decode_columns
-from .decode import Batch, Decoder, gc_paused
+from .decode import Batch, Decoder, act_layout, gc_paused, obs_layout
 from .episode import BatchInfo, EpisodePart
 from .errors import FormatError
 from .format import continues
@@ -178,16 +178,15 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
         f = fast.get(pos)
         if f is not None:
             parts.append(EpisodePart(base + number, part_no, first_step,
-                                     tree(m.obs_layout, f.obs), tree(m.act_layout, f.act),
+                                     tree(obs_layout(m), f.obs), tree(act_layout(m), f.act),
                                      f.rewards, f.terminations, f.truncations,
                                      [{} for _ in range(f.info_rows)],
                                      not continues(entry) or last))
             continue
         p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data,
                           copy=False)
-        parts.append(EpisodePart(base + number, part_no, first_step, tree(m.obs_layout, p.obs),
-                                 tree(m.act_layout, p.act), p.rewards, p.terminations,
-                                 p.truncations, p.infos, not continues(entry) or last))
+        parts.append(EpisodePart(base + number, part_no, first_step, tree(obs_layout(m), p.obs),
+                                 tree(act_layout(m), p.act), *p.columns(), p.infos, not continues(entry) or last))
     for number, part_no, _ in opened.values():
         raise FormatError(f"{binfo['fn']}: episode {number} part {part_no} missing")
     return parts

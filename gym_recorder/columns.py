@@ -46,7 +46,7 @@ class FastPart:
     __slots__ = ("obs", "act", "rewards", "terminations", "truncations", "info_rows", "seed",
                  "end", "sub_env", "no_reset")
 
-    def __init__(self, obs: list, act: list, rewards: np.ndarray, terminations: np.ndarray,
+    def __init__(self, obs: list[np.ndarray], act: list[np.ndarray], rewards: np.ndarray, terminations: np.ndarray,
                  truncations: np.ndarray, info_rows: int, seed: int | None, end: str | None,
                  sub_env: int | None, no_reset: bool) -> None:
         self.obs = obs
@@ -61,7 +61,7 @@ class FastPart:
         self.no_reset = no_reset
 
 
-def decode_columns(m: Manifest, bin_name: str, entries: list, file_size: int,
+def decode_columns(m: Manifest, bin_name: str, entries: list[Any], file_size: int,
                    data: np.ndarray, verify: bool) -> dict[int, FastPart]:
     """Decodes the plain entries of a (structurally checked, non-legacy) batch at once.
 
@@ -77,14 +77,17 @@ def decode_columns(m: Manifest, bin_name: str, entries: list, file_size: int,
         Entry position -> its arrays (views of ``data``) and metadata, for the entries this
         path handles; empty when any check fails (the caller then decodes entry by entry).
     """
-    leaves_o, leaves_a = m.obs_layout.leaves, m.act_layout.leaves
+    lay_o, lay_a = m.obs_layout, m.act_layout
+    if lay_o is None or lay_a is None:
+        return {}  # a gym-recording writer: not in this format
+    leaves_o, leaves_a = lay_o.leaves, lay_a.leaves
     if not all(isinstance(leaf, ArrayLeaf) for leaf in chain(leaves_o, leaves_a)):
         return {}
-    single_o, single_a = m.obs_layout.single, m.act_layout.single
+    single_o, single_a = lay_o.single, lay_a.single
     positions: list[int] = []
-    metas: list[tuple] = []
-    obs_objs: list[list] = []
-    act_objs: list[list] = []
+    metas: list[tuple[int, int, Any, Any, Any, bool]] = []
+    obs_objs: list[list[Any]] = []
+    act_objs: list[list[Any]] = []
     for pos, e in enumerate(entries):
         steps = e.get("steps")
         if type(steps) is not int or steps < 0:
@@ -100,9 +103,9 @@ def decode_columns(m: Manifest, bin_name: str, entries: list, file_size: int,
             continue
         try:
             o = [e.get("observations")] if single_o else [
-                obj for obj, _ in m.obs_layout.tree_leaves(e.get("observations"), "")]
+                obj for obj, _ in lay_o.tree_leaves(e.get("observations"), "")]
             a = [e.get("actions")] if single_a else [
-                obj for obj, _ in m.act_layout.tree_leaves(e.get("actions"), "")]
+                obj for obj, _ in lay_a.tree_leaves(e.get("actions"), "")]
         except FormatError:
             continue
         positions.append(pos)
@@ -114,7 +117,7 @@ def decode_columns(m: Manifest, bin_name: str, entries: list, file_size: int,
         return {}
     steps_l = [meta[0] for meta in metas]
     rows_l = [meta[1] for meta in metas]
-    columns: list[list | None] = []
+    columns: list[list[np.ndarray] | None] = []
     try:
         for k, leaf in enumerate(leaves_o):
             columns.append(_column([o[k] for o in obs_objs], rows_l, leaf.shape, None, bin_name,
@@ -131,7 +134,7 @@ def decode_columns(m: Manifest, bin_name: str, entries: list, file_size: int,
     if any(col is None for col in columns):
         return {}
     n_o, n_a = len(leaves_o), len(leaves_a)
-    cols: list[list] = [col for col in columns if col is not None]
+    cols: list[list[np.ndarray]] = [col for col in columns if col is not None]
     out: dict[int, FastPart] = {}
     for j, (pos, meta) in enumerate(zip(positions, metas)):
         _, rows, seed, end, sub_env, no_reset = meta
@@ -142,8 +145,9 @@ def decode_columns(m: Manifest, bin_name: str, entries: list, file_size: int,
     return out
 
 
-def _column(objs: list, rows: list[int], tail: tuple[int, ...], want: np.dtype | None,
-            bin_name: str, file_size: int, data: np.ndarray, verify: bool) -> list | None:
+def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dtype | None,
+            bin_name: str, file_size: int, data: np.ndarray,
+            verify: bool) -> list[np.ndarray] | None:
     """Checks one column's references (one per entry, of ``rows[j]`` rows of shape ``tail``)
     as :func:`~gym_recorder.format.parse_ref` and the decoder would; returns each entry's
     array, a view of ``data``, or None if anything is not as a well-formed batch has it."""
