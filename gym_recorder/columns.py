@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from itertools import chain
 from math import prod
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,9 @@ _INT = {int}
 _INT_OR_NONE = {int, type(None)}
 _FLOAT64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
+# What every reference of a column shares, and what differs per entry.
+_HEAD = itemgetter("__type", "order", "npyfile", "dtype")
+_BODY = itemgetter("shape", "npyoff", "size", "crc32")
 
 
 class FastPart:
@@ -151,13 +155,17 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
     """Checks one column's references (one per entry, of ``rows[j]`` rows of shape ``tail``)
     as :func:`~gym_recorder.format.parse_ref` and the decoder would; returns each entry's
     array, a view of ``data``, or None if anything is not as a well-formed batch has it."""
-    if not all(type(o) is dict and o.get("__type") == "ndarray" and o.get("order", "C") == "C"
-               and o.get("npyfile") == bin_name for o in objs):
+    try:
+        heads = set(map(_HEAD, objs))
+        shapes, offs, sizes, crcs = (list(x) for x in zip(*map(_BODY, objs)))
+    except (KeyError, TypeError, ValueError):
+        return None  # not an object, or a key left out ("order" and "crc32" may be): one by one
+    if len(heads) != 1:
+        return None  # e.g. a leaf widened within the batch: the slow path handles it
+    ((kind, order, name, dtype_text),) = heads
+    if kind != "ndarray" or order != "C" or name != bin_name:
         return None
-    dtypes = {o.get("dtype") for o in objs}
-    if len(dtypes) != 1:
-        return None  # a leaf widened within the batch: the slow path handles it
-    dtype = parse_dtype(next(iter(dtypes)), bin_name)
+    dtype = parse_dtype(dtype_text, bin_name)
     if want is not None and dtype != want:
         return None
     isz = dtype.itemsize
@@ -165,7 +173,6 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
         return None  # code points to check, or views that would need a copy
     if len(tail) + 1 > MAX_NDIM or any(d > MAX_DIM for d in tail):
         return None
-    shapes = [o.get("shape") for o in objs]
     if shapes != [[r, *tail] for r in rows] or not set(map(type, chain.from_iterable(
             shapes))) <= _INT:
         return None
@@ -173,9 +180,6 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
     nonzero = prod(d for d in tail if d) * isz
     if max_rows > MAX_DIM or max(max_rows, 1) * nonzero > MAX_DIM:
         return None
-    offs = [o.get("npyoff") for o in objs]
-    sizes = [o.get("size") for o in objs]
-    crcs = [o.get("crc32") for o in objs]
     if not (set(map(type, offs)) <= _INT and set(map(type, sizes)) <= _INT
             and set(map(type, crcs)) <= _INT_OR_NONE):
         return None
