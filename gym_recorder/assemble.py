@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .decode import STACKED, Batch, Decoder, Part, PartData
+from .columns import FastPart
+from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
 from .episode import Episode
 from .errors import FormatError
 from .format import ArrayRef, parse_ref
@@ -20,7 +21,7 @@ from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from .spaces import Layout
 
-__all__ = ["tree", "make_episode", "single_episode", "stitched_episode", "PARALLEL_READ_BYTES",
+__all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode", "PARALLEL_READ_BYTES",
            "READ_THREADS"]
 
 # An episode of several parts with at least this many bytes of stacked arrays is read by
@@ -30,29 +31,39 @@ PARALLEL_READ_BYTES = 32 << 20
 READ_THREADS = 2
 
 
-def tree(layout: Layout, leaves: list) -> Any:
+def tree(layout: Layout, leaves: list[Any]) -> Any:
     """The space-shaped value (an array, dict or tuple) of per-leaf values in leaf order."""
     return leaves[0] if layout.single else layout.unflatten(leaves)
 
 
-def make_episode(m: Manifest, index: int, first: PartData, last: PartData, obs: list, act: list,
+def make_episode(m: Manifest, index: int, first: PartData, last: PartData, obs: list[Any],
+                 act: list[Any],
                  rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
-                 infos: list[dict]) -> Episode:
+                 infos: list[dict[str, Any]]) -> Episode:
     """An Episode of the writer ``m``: metadata from its first and last parts."""
-    return Episode(index=index, observations=tree(m.obs_layout, obs),
-                   actions=tree(m.act_layout, act), rewards=rewards, terminations=terminations,
+    return Episode(index=index, observations=tree(obs_layout(m), obs),
+                   actions=tree(act_layout(m), act), rewards=rewards, terminations=terminations,
                    truncations=truncations, infos=infos, seed=first.seed, options=first.options,
                    env_id=m.env_id, end=last.end, sub_env=first.sub_env, writer=m.prefix,
                    no_reset=first.no_reset)
 
 
+def fast_episode(m: Manifest, p: FastPart, index: int) -> Episode:
+    """The Episode of one entry decoded column-wise: its arrays copied out of the batch's."""
+    return Episode(index=index, observations=tree(obs_layout(m), [a.copy() for a in p.obs]),
+                   actions=tree(act_layout(m), [a.copy() for a in p.act]),
+                   rewards=p.rewards.copy(), terminations=p.terminations.copy(),
+                   truncations=p.truncations.copy(), infos=[{} for _ in range(p.info_rows)],
+                   seed=p.seed, options=None, env_id=m.env_id, end=p.end, sub_env=p.sub_env,
+                   writer=m.prefix, no_reset=p.no_reset)
+
+
 def single_episode(m: Manifest, p: PartData, index: int) -> Episode:
     """The Episode of one entry (an episode of one part)."""
-    return make_episode(m, index, p, p, p.obs, p.act, p.rewards, p.terminations, p.truncations,
-                        p.infos)
+    return make_episode(m, index, p, p, p.obs, p.act, *p.columns(), p.infos)
 
 
-def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict, dict, int, Batch]],
+def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict[str, Any], dict[str, Any], int, Batch]],
                      index: int) -> Episode:
     """Reads an episode of several parts: each stacked array allocated once, read in place.
 
@@ -92,20 +103,20 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict, dict, in
                               "part")
     columns: dict[tuple[str, int], list[ArrayRef]] = {key: [] for key in stacked}
     for part, refs in zip(parts, parsed):
-        for slot, ref in zip(part.slots, refs):
-            if ref is not None:
-                columns[slot[:2]].append(ref)
+        for slot, ref_or_none in zip(part.slots, refs):
+            if ref_or_none is not None:
+                columns[slot[:2]].append(ref_or_none)
     dests = {key: _allocate(parts[0].where, column) for key, column in columns.items()}
     # Where each part's rows go: the rows of the parts before it.
     jobs = []
     filled = dict.fromkeys(stacked, 0)
     for part, refs in zip(parts, parsed):
         rows = []
-        for slot, ref, (_, w) in zip(part.slots, refs, part.refs):
-            if ref is not None:
+        for slot, ref_or_none, (_, w) in zip(part.slots, refs, part.refs):
+            if ref_or_none is not None:
                 key = slot[:2]
-                rows.append((ref, w, dests[key], filled[key]))
-                filled[key] += ref.shape[0]
+                rows.append((ref_or_none, w, dests[key], filled[key]))
+                filled[key] += ref_or_none.shape[0]
         jobs.append((part, rows))
     if sum(out.nbytes for out in dests.values()) >= PARALLEL_READ_BYTES:
         # Leaving the with block waits for every read, also when one of them failed.
@@ -119,13 +130,13 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict, dict, in
     for part in parts:
         loaded.append(dec.load_part(m, part, part.binfo["bin_size"], skip_stacked=True))
 
-    def leaves(kind: str, count: int) -> list:
+    def leaves(kind: str, count: int) -> list[Any]:
         return [dests[(kind, k)] if (kind, k) in dests
                 else [x for p in loaded for x in getattr(p, kind)[k]] for k in range(count)]
 
     return make_episode(m, index, loaded[0], loaded[-1],
-                        leaves("obs", len(m.obs_layout.leaves)),
-                        leaves("act", len(m.act_layout.leaves)),
+                        leaves("obs", len(obs_layout(m).leaves)),
+                        leaves("act", len(act_layout(m).leaves)),
                         dests[("rewards", 0)], dests[("terminations", 0)],
                         dests[("truncations", 0)], [row for p in loaded for row in p.infos])
 
@@ -134,8 +145,8 @@ def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) ->
     """An episode whose parts store a leaf both as arrays and as values (a value outside the
     space's shape arrived in a later part): that leaf comes back as a list of rows."""
     loaded = [dec.load_part(m, part, part.binfo["bin_size"]) for part in parts]
-    obs = [join_leaf([p.obs[k] for p in loaded]) for k in range(len(m.obs_layout.leaves))]
-    act = [join_leaf([p.act[k] for p in loaded]) for k in range(len(m.act_layout.leaves))]
+    obs = [join_leaf([p.obs[k] for p in loaded]) for k in range(len(obs_layout(m).leaves))]
+    act = [join_leaf([p.act[k] for p in loaded]) for k in range(len(act_layout(m).leaves))]
     return make_episode(m, index, loaded[0], loaded[-1], obs, act,
                         np.concatenate([p.rewards for p in loaded]),
                         np.concatenate([p.terminations for p in loaded]),
@@ -162,7 +173,7 @@ def _allocate(where: str, column: list[ArrayRef]) -> np.ndarray:
         raise FormatError(f"{where}: cannot allocate an array of shape {shape} of "
                           f"{dtype.str} for the episode") from e
 
-def _read_part_rows(dec: Decoder, job: tuple[Part, list]) -> None:
+def _read_part_rows(dec: Decoder, job: tuple[Part, list[Any]]) -> None:
     """Reads one part's stacked arrays into their rows of the episode's arrays."""
     part, rows = job
     bin_name = part.binfo["bin"]

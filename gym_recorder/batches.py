@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .assemble import tree
-from .decode import Batch, Decoder
+from .columns import decode_columns
+from .decode import Batch, Decoder, act_layout, gc_paused, obs_layout
 from .episode import BatchInfo, EpisodePart
 from .errors import FormatError
 from .format import continues
@@ -142,6 +143,12 @@ def list_batches(manifests: list[Manifest], starts: list[int],
 def decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
                  open_episodes: OpenEpisodes) -> list[EpisodePart]:
     """Decodes batch b of writer ``m`` (whose first episode is the reader's ``base``)."""
+    with gc_paused():
+        return _decode_batch(dec, m, b, base, batch, open_episodes)
+
+
+def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
+                  open_episodes: OpenEpisodes) -> list[EpisodePart]:
     if m.legacy:
         parts = []
         for pos in range(m.batches[b]["len"]):
@@ -155,9 +162,11 @@ def decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
     size = dec.batch_size(batch, binfo)
     data = dec.read_exact(binfo["bin"], 0, size)
     last = b + 1 >= len(m.batches) or m.gap_before(b + 1)
+    # Every entry's columns at once (views of ``data``); entries missing are decoded one by one.
+    fast = decode_columns(m, binfo["bin"], batch.entries, size, data, dec.verify)
     parts = []
     rank = 0
-    for entry in batch.entries:
+    for pos, entry in enumerate(batch.entries):
         part_no = entry["part"]
         if part_no == 0:
             number, first_step = m.starts[b] + rank, 0
@@ -166,11 +175,18 @@ def decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
             number, expected, first_step = opened.pop(entry["episode"], (-1, -1, 0))
             if expected != part_no:
                 continue  # an episode the reader does not show
+        f = fast.get(pos)
+        if f is not None:
+            parts.append(EpisodePart(base + number, part_no, first_step,
+                                     tree(obs_layout(m), f.obs), tree(act_layout(m), f.act),
+                                     f.rewards, f.terminations, f.truncations,
+                                     [{} for _ in range(f.info_rows)],
+                                     not continues(entry) or last))
+            continue
         p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data,
                           copy=False)
-        parts.append(EpisodePart(base + number, part_no, first_step, tree(m.obs_layout, p.obs),
-                                 tree(m.act_layout, p.act), p.rewards, p.terminations,
-                                 p.truncations, p.infos, not continues(entry) or last))
+        parts.append(EpisodePart(base + number, part_no, first_step, tree(obs_layout(m), p.obs),
+                                 tree(act_layout(m), p.act), *p.columns(), p.infos, not continues(entry) or last))
     for number, part_no, _ in opened.values():
         raise FormatError(f"{binfo['fn']}: episode {number} part {part_no} missing")
     return parts

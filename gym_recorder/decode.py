@@ -10,7 +10,9 @@ or handed out as views of bytes read once for a whole batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import gc
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,10 +23,11 @@ from .errors import ChecksumError, FormatError
 from .format import ArrayRef, decode_value, entry_end, parse_ref
 from .manifest import Manifest, read_json
 from .outside import _as_values, _outside_values
-from .spaces import ArrayLeaf, ValuesLeaf, decode_values_leaf
+from .spaces import ArrayLeaf, Layout, ValuesLeaf, decode_values_leaf
 from .storage import Storage
 
-__all__ = ["Batch", "Part", "PartData", "Decoder", "parse_batch", "STACKED"]
+__all__ = ["Batch", "Part", "PartData", "Decoder", "parse_batch", "STACKED", "gc_paused",
+           "obs_layout", "act_layout"]
 
 # Read an episode's arrays in one read when the span they cover is at most this much larger than
 # their own bytes (else array by array, so a hostile layout cannot make us read a whole file).
@@ -44,6 +47,38 @@ MAX_CODE_POINT = 0x10FFFF
 STACKED = frozenset(("obs", "act", "rewards", "terminations", "truncations"))
 
 
+def obs_layout(m: Manifest) -> Layout:
+    """The observation layout of a writer in this format (a gym-recording one has none)."""
+    if m.obs_layout is None:
+        raise FormatError(f"{m.name}: a gym-recording writer has no observation space")
+    return m.obs_layout
+
+
+def act_layout(m: Manifest) -> Layout:
+    """The action layout of a writer in this format (a gym-recording one has none)."""
+    if m.act_layout is None:
+        raise FormatError(f"{m.name}: a gym-recording writer has no action space")
+    return m.act_layout
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pauses Python's cyclic garbage collector while a batch is parsed or decoded.
+
+    A batch of short episodes is hundreds of thousands of JSON objects that all stay alive: the
+    collector would walk them again and again while they are made (reading a 1M-step CartPole
+    recording then takes about twice as long), and there are no cycles to find in them.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class Batch:
     """One parsed and structurally checked batch file, and its .bin's bytes once read whole.
 
@@ -52,17 +87,22 @@ class Batch:
     each). Arrays handed out never depend on the batch: they are read into memory they own.
     """
 
-    def __init__(self, entries: list, by_episode: dict, starts: list[int] | None = None) -> None:
+    def __init__(self, entries: list[Any], by_episode: dict[tuple[int, int], int],
+                 starts: list[int] | None = None) -> None:
         self.entries = entries
         self.by_episode = by_episode  # (writer episode id, part) -> position
         self.starts = starts if starts is not None else []  # positions of part-0 entries
         self.file_size: int | None = None  # the .bin's size, once checked
         self.data: np.ndarray | None = None  # the whole .bin, for batches of small entries
         self.reads = 0  # episodes read from the batch
+        # Entry position -> its decoded arrays (views of ``data``), once decoded column-wise
+        # (see :mod:`gym_recorder.columns`); entries missing are read one by one.
+        self.parts: dict[int, Any] | None = None
 
     def close(self) -> None:
         """Drops the batch's bytes held in memory."""
         self.data = None
+        self.parts = None
 
 
 def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
@@ -74,7 +114,8 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
     """
     info = m.batches[b]
     where = info["fn"]
-    data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
+    with gc_paused():
+        data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
     if not m.legacy and _format.crc32(data) != info["json_crc32"]:
         raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
@@ -103,13 +144,18 @@ class Part:
     __slots__ = ("binfo", "entry", "part_no", "where", "steps", "obs_rows", "obs_stored",
                  "act_stored", "infos", "refs", "slots")
 
-    def __init__(self, binfo: dict, entry: dict, part_no: int) -> None:
+    def __init__(self, binfo: dict[str, Any], entry: dict[str, Any], part_no: int) -> None:
         self.binfo = binfo
         self.entry = entry
         self.part_no = part_no
         self.where = f"{binfo['fn']} entry {entry.get('index')}"
-        self.refs: list[tuple[dict, str]] = []
+        self.refs: list[tuple[dict[str, Any], str]] = []
         self.slots: list[tuple[str, int, Any]] = []  # (kind, leaf number, expected shape)
+        self.steps = 0
+        self.obs_rows = 0
+        self.obs_stored: list[Any] = []
+        self.act_stored: list[Any] = []
+        self.infos: Any = None
 
 
 @dataclass
@@ -117,17 +163,23 @@ class PartData:
     """What one entry holds, decoded: per-leaf observations and actions, step columns, infos
     and the episode's metadata (stacked columns None when the caller reads them itself)."""
 
-    obs: list
-    act: list
+    obs: list[Any]
+    act: list[Any]
     rewards: np.ndarray | None
     terminations: np.ndarray | None
     truncations: np.ndarray | None
-    infos: list[dict]
+    infos: list[dict[str, Any]]
     seed: int | None
     options: Any
     end: str | None
     sub_env: int | None
     no_reset: bool
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Its rewards, terminations and truncations (read: not skipped by the caller)."""
+        if self.rewards is None or self.terminations is None or self.truncations is None:
+            raise ValueError("the part's step columns were not read")
+        return self.rewards, self.terminations, self.truncations
 
 
 class Decoder:
@@ -142,9 +194,14 @@ class Decoder:
         self._storage = storage
         self._verify = verify
 
-    def read_arrays(self, bin_name: str, refs: list[tuple[dict, str]], aligned: bool,
+    @property
+    def verify(self) -> bool:
+        """Whether every array's CRC-32 is checked."""
+        return self._verify
+
+    def read_arrays(self, bin_name: str, refs: list[tuple[dict[str, Any], str]], aligned: bool,
                     expected_size: int | None = None, *, file_size: int | None = None,
-                    data: np.ndarray | None = None, copy: bool = True) -> list:
+                    data: np.ndarray | None = None, copy: bool = True) -> list[np.ndarray]:
         """Validates references into one .bin file and reads them (one read when compact).
 
         ``expected_size`` is the file's size as the manifest records it (None for legacy files).
@@ -206,10 +263,10 @@ class Decoder:
             raise FormatError(f"{name}: cannot allocate {size} bytes for array data, more than "
                               "available memory") from e
         if size:
-            self._storage.readinto(name, offset, memoryview(buf))
+            self._storage.readinto(name, offset, buf.data)
         return buf
 
-    def batch_data(self, batch: Batch, binfo: dict) -> np.ndarray | None:
+    def batch_data(self, batch: Batch, binfo: dict[str, Any]) -> np.ndarray | None:
         """The batch's whole .bin once it is worth reading whole (see SMALL_ENTRY_BYTES)."""
         batch.reads += 1
         size = self.batch_size(batch, binfo)
@@ -218,7 +275,7 @@ class Decoder:
             batch.data = self.read_exact(binfo["bin"], 0, size)
         return batch.data
 
-    def batch_size(self, batch: Batch, binfo: dict) -> int:
+    def batch_size(self, batch: Batch, binfo: dict[str, Any]) -> int:
         """The cached batch's .bin size, checked against the manifest on first use."""
         if batch.file_size is None:
             batch.file_size = self.check_bin(binfo["bin"], binfo["bin_size"])
@@ -229,7 +286,8 @@ class Decoder:
         self.check_bytes(raw, ref, where)
         if start % ref.dtype.alignment == 0:
             return raw.view(ref.dtype).reshape(ref.shape)
-        return raw.copy().view(ref.dtype).reshape(ref.shape)
+        out: np.ndarray = raw.copy().view(ref.dtype).reshape(ref.shape)
+        return out
 
     def check_bytes(self, raw: np.ndarray, ref: ArrayRef, where: str) -> None:
         """Checks an array's raw bytes: CRC-32 when verifying, and that <U holds code points."""
@@ -242,7 +300,7 @@ class Decoder:
                 raise FormatError(f"{where}: {ref.dtype.str} array holds values that are not "
                                   "Unicode code points")
 
-    def plan_part(self, m: Manifest, binfo: dict, entry: dict, part_no: int) -> Part:
+    def plan_part(self, m: Manifest, binfo: dict[str, Any], entry: dict[str, Any], part_no: int) -> Part:
         """Checks an entry's structure and collects its array references (reads nothing)."""
         part = Part(binfo, entry, part_no)
         where = part.where
@@ -259,14 +317,14 @@ class Decoder:
             refs.append((obj, w))
             slots.append((kind, k, expect))
 
-        part.obs_stored = obs_stored = m.obs_layout.tree_leaves(entry.get("observations"),
+        part.obs_stored = obs_stored = obs_layout(m).tree_leaves(entry.get("observations"),
                                                                 f"{where} observations")
-        part.act_stored = act_stored = m.act_layout.tree_leaves(entry.get("actions"),
+        part.act_stored = act_stored = act_layout(m).tree_leaves(entry.get("actions"),
                                                                 f"{where} actions")
-        for k, ((obj, w), leaf) in enumerate(zip(obs_stored, m.obs_layout.leaves)):
+        for k, ((obj, w), leaf) in enumerate(zip(obs_stored, obs_layout(m).leaves)):
             if isinstance(leaf, ArrayLeaf) and not _outside_values(obj):
                 want(obj, w, "obs", k, (obs_rows, *leaf.shape))
-        for k, ((obj, w), leaf) in enumerate(zip(act_stored, m.act_layout.leaves)):
+        for k, ((obj, w), leaf) in enumerate(zip(act_stored, act_layout(m).leaves)):
             if isinstance(leaf, ArrayLeaf) and not _outside_values(obj):
                 want(obj, w, "act", k, (steps, *leaf.shape))
         for name in ("rewards", "terminations", "truncations"):
@@ -288,7 +346,7 @@ class Decoder:
         return part
 
     @staticmethod
-    def check_shapes(part: Part, slot_items: Iterator[tuple[tuple, Any, str]]) -> None:
+    def check_shapes(part: Part, slot_items: Iterable[tuple[tuple[str, int, Any], Any, Any, str]]) -> None:
         """Checks each (slot, shape, dtype, where) against what the entry must hold."""
         for (kind, _, expect), shape, dtype, w in slot_items:
             if expect is not None and shape != expect:
@@ -307,7 +365,7 @@ class Decoder:
         if skip_stacked:
             chosen = [i for i, slot in enumerate(part.slots) if slot[0] not in STACKED]
         else:
-            chosen = range(len(part.slots))
+            chosen = list(range(len(part.slots)))
         slots = [part.slots[i] for i in chosen]
         refs = [part.refs[i] for i in chosen]
         arrays = self.read_arrays(bin_name, refs, aligned=True, expected_size=binfo["bin_size"],
@@ -316,13 +374,14 @@ class Decoder:
                                   for slot, arr, (_, w) in zip(slots, arrays, refs)))
         return self.finish_part(m, part, slots, arrays, file_size, data, copy)
 
-    def finish_part(self, m: Manifest, part: Part, slots: list, arrays: list,
+    def finish_part(self, m: Manifest, part: Part, slots: list[tuple[str, int, Any]],
+                    arrays: list[np.ndarray],
                     file_size: int, data: np.ndarray | None = None, copy: bool = True) -> PartData:
         """Builds an entry's leaves, infos and metadata from its read arrays."""
         entry, where, steps, info_rows = part.entry, part.where, part.steps, part.obs_rows
         obs_rows = info_rows
-        obs: list[Any] = [None] * len(m.obs_layout.leaves)
-        act: list[Any] = [None] * len(m.act_layout.leaves)
+        obs: list[Any] = [None] * len(obs_layout(m).leaves)
+        act: list[Any] = [None] * len(act_layout(m).leaves)
         named: dict[str, np.ndarray] = {}
         info_index: dict[int, np.ndarray] = {}
         info_values: dict[int, np.ndarray] = {}
@@ -340,17 +399,17 @@ class Decoder:
 
         source = self.value_source(part.binfo["bin"], part.binfo["bin_size"], file_size, data,
                                     copy)
-        for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, m.obs_layout.leaves)):
+        for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, obs_layout(m).leaves)):
             if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
                 obs[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
                 if len(obs[k]) != obs_rows:
                     raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
-        for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, m.act_layout.leaves)):
+        for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, act_layout(m).leaves)):
             if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
                 act[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
                 if len(act[k]) != steps:
                     raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
-        rows: list[dict] = [{} for _ in range(info_rows)]
+        rows: list[dict[str, Any]] = [{} for _ in range(info_rows)]
         for k, col in enumerate(part.infos["keys"]):
             w = f"{where} infos column {k}"
             if k in info_index:
@@ -392,8 +451,8 @@ class Decoder:
 
     def value_source(self, bin_name: str, bin_size: int | None = None,
                      file_size: int | None = None, data: np.ndarray | None = None,
-                     copy: bool = True) -> Callable[[dict, str], np.ndarray]:
-        def source(obj: dict, where: str) -> np.ndarray:
+                     copy: bool = True) -> Callable[[dict[str, Any], str], np.ndarray]:
+        def source(obj: dict[str, Any], where: str) -> np.ndarray:
             return self.read_arrays(bin_name, [(obj, where)], aligned=True,
                                      expected_size=bin_size, file_size=file_size,
                                      data=data, copy=copy)[0]
@@ -408,7 +467,7 @@ class Decoder:
                 return
             start = row * (ref.size // n)
             raw = out.reshape(-1).view(np.uint8)[start:start + ref.size]
-            self._storage.readinto(bin_name, ref.offset, memoryview(raw))
+            self._storage.readinto(bin_name, ref.offset, raw.data)
             self.check_bytes(raw, ref, where)
         else:
             raw = self.read_exact(bin_name, ref.offset, ref.size)

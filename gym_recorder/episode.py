@@ -42,7 +42,7 @@ class Episode:
     rewards: np.ndarray
     terminations: np.ndarray
     truncations: np.ndarray
-    infos: list[Any] = field(repr=False)
+    infos: list[dict[str, Any]] = field(repr=False)
     seed: int | None
     options: Any
     env_id: str | None
@@ -68,7 +68,7 @@ class Episode:
 class EpisodeSummary(NamedTuple):
     """What :meth:`RecordingReader.summary` reads of an episode: no observations or actions."""
 
-    index: int  # type: ignore[assignment]  # (a field named like tuple.index, by design)
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index, by design
     length: int
     total_reward: float
     end: str | None
@@ -132,5 +132,5 @@ class EpisodePart:
     rewards: np.ndarray
     terminations: np.ndarray
     truncations: np.ndarray
-    infos: list[Any] = field(repr=False)
+    infos: list[dict[str, Any]] = field(repr=False)
     is_last: bool

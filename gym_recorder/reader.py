@@ -22,11 +22,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from .assemble import single_episode, stitched_episode
+from .assemble import fast_episode, single_episode, stitched_episode
 from .batches import OpenEpisodes, decode_batch, list_batches
-from .decode import Batch, Decoder, parse_batch
+from .columns import decode_columns
+from .decode import Batch, Decoder, gc_paused, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from .errors import FormatError, RecordingClosedError
 from .format import ENDS, continues
@@ -69,8 +71,8 @@ class RecordingReader:
         FileNotFoundError: if the directory does not exist.
     """
 
-    def __init__(self, location: str | os.PathLike | Storage, *, verify: bool = False,
-                 storage_options: dict | None = None) -> None:
+    def __init__(self, location: str | os.PathLike[str] | Storage, *, verify: bool = False,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self._storage: Storage = open_storage(location, storage_options)
         self._directory = self._storage.location
         self._decoder = Decoder(self._storage, verify)
@@ -115,7 +117,7 @@ class RecordingReader:
         return self._storage
 
     @property
-    def writers(self) -> list[dict]:
+    def writers(self) -> list[dict[str, Any]]:
         """One dict per writer: prefix, env_id, episodes, batches, complete, and its manifest."""
         return [{"prefix": m.prefix, "env_id": m.env_id, "episodes": m.episodes,
                  "batches": len(m.batches), "complete": m.complete, "legacy": m.legacy,
@@ -125,14 +127,14 @@ class RecordingReader:
         return next((m for m in self._manifests if not m.legacy), None)
 
     @property
-    def observation_space(self):
+    def observation_space(self) -> gym.Space[Any] | None:
         """The observation space rebuilt from the recording (the first writer's), or None."""
         m = self._first_described()
         return None if m is None else build_space(m.observation_space_desc,
                                                   f"{m.name} observation_space")
 
     @property
-    def action_space(self):
+    def action_space(self) -> gym.Space[Any] | None:
         """The action space rebuilt from the recording (the first writer's), or None."""
         m = self._first_described()
         return None if m is None else build_space(m.action_space_desc, f"{m.name} action_space")
@@ -174,8 +176,18 @@ class RecordingReader:
         # One part, in the batch loaded last (still cached): one read for all its arrays.
         binfo, entry, part_no, batch = items[0]
         dec = self._decoder
-        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), dec.batch_size(batch, binfo),
-                          data=dec.batch_data(batch, binfo))
+        size = dec.batch_size(batch, binfo)
+        data = dec.batch_data(batch, binfo)
+        if data is not None:
+            # The batch's bytes are in memory: decode all its entries' columns once.
+            if batch.parts is None:
+                with gc_paused():
+                    batch.parts = decode_columns(m, binfo["bin"], batch.entries, size, data,
+                                                 dec.verify)
+            fast = batch.parts.get(entry["index"] - binfo["first"])
+            if fast is not None:
+                return fast_episode(m, fast, index)
+        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data)
         return single_episode(m, p, index)
 
     def __iter__(self) -> Iterator[Episode]:
@@ -220,7 +232,7 @@ class RecordingReader:
             batch.close()
 
     def _entries(self, m: Manifest, number: int,
-                 b: int) -> Iterator[tuple[dict, dict, int, Batch]]:
+                 b: int) -> Iterator[tuple[dict[str, Any], dict[str, Any], int, Batch]]:
         """Yields (batch info, entry, part number, batch) for each part of a writer's episode."""
         part_no = 0
         episode_id = number
@@ -237,11 +249,13 @@ class RecordingReader:
                 pos = batch.starts[k]
                 episode_id = batch.entries[pos]["episode"]
             else:
-                pos = batch.by_episode.get((episode_id, part_no))
-            if pos is None:
-                if m.gap_before(b):
-                    break  # the next part was in a batch that is gone: the episode ends here
-                raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} missing")
+                found = batch.by_episode.get((episode_id, part_no))
+                if found is None:
+                    if m.gap_before(b):
+                        break  # the next part was in a batch that is gone: the episode ends here
+                    raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} "
+                                      "missing")
+                pos = found
             entry = batch.entries[pos]
             yield m.batches[b], entry, part_no, batch
             if not continues(entry):
@@ -280,7 +294,7 @@ class RecordingReader:
         k = self._by_prefix.get(info.writer)
         m = None if k is None else self._manifests[k]
         b = info.number
-        if m is None or not 0 <= b < len(m.batches) or m.batches[b]["fn"] != info.json_name:
+        if k is None or m is None or not 0 <= b < len(m.batches) or m.batches[b]["fn"] != info.json_name:
             raise ValueError(f"{info!r} is not a batch of this reader")
         return decode_batch(self._decoder, m, b, self._starts[k], self._batch(m, b), self._open)
 
@@ -333,7 +347,7 @@ class RecordingReader:
             yield self.summary(i)
 
 
-def scan_recorded_traces(directory: str | os.PathLike,
+def scan_recorded_traces(directory: str | os.PathLike[str],
                          episode_cb: Callable[[Any, Any, Any], Any],
                          max_episodes: int | None = None) -> None:
     """Calls ``episode_cb(observations, actions, rewards)`` for every episode, in order.

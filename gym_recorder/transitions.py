@@ -163,9 +163,15 @@ def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterato
             continue
         for p in reader.read_batch(info):
             if p.episode in wanted:
-                parts.setdefault(p.episode, []).append(p)
+                ps = parts.get(p.episode)
+                if ps is None:
+                    parts[p.episode] = [p]
+                else:
+                    ps.append(p)
     for i in indices:
-        ps = sorted(parts.get(i, ()), key=lambda p: p.part)
+        ps = parts.get(i, [])
+        if len(ps) > 1:
+            ps.sort(key=lambda p: p.part)
         if not ps:
             ep = reader[i]  # e.g. a legacy episode outside the batch interface
             yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
