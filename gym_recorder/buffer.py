@@ -343,7 +343,8 @@ class StepBuffer:
                                       f"space's {leaf.dtype}; stored as "
                                       f"{np.result_type(col.dtype, arr.dtype)}")
                     wide = np.result_type(col.dtype, arr.dtype)
-                    col = cols[j] = col.astype(wide)
+                    with np.errstate(invalid="ignore"):  # (rows not written yet hold garbage)
+                        col = cols[j] = col.astype(wide)
                     if cols is self._obs_cols and j == 0 and self._obs_layout.single:
                         self._obs0 = col
                     if cols is self._act_cols and j == 0 and self._act_layout.single:
