@@ -28,6 +28,7 @@ __all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_e
 # READ_THREADS threads, part by part (page faults and copies of the fresh arrays then overlap:
 # about 1.5x faster with two cores); smaller ones are read in this thread.
 PARALLEL_READ_BYTES = 32 << 20
+_new = object.__new__
 READ_THREADS = 2
 
 
@@ -50,12 +51,17 @@ def make_episode(m: Manifest, index: int, first: PartData, last: PartData, obs: 
 
 def fast_episode(m: Manifest, p: FastPart, index: int) -> Episode:
     """The Episode of one entry decoded column-wise: its arrays copied out of the batch's."""
-    return Episode(index=index, observations=tree(obs_layout(m), [a.copy() for a in p.obs]),
-                   actions=tree(act_layout(m), [a.copy() for a in p.act]),
-                   rewards=p.rewards.copy(), terminations=p.terminations.copy(),
-                   truncations=p.truncations.copy(), infos=[{} for _ in range(p.info_rows)],
-                   seed=p.seed, options=None, env_id=m.env_id, end=p.end, sub_env=p.sub_env,
-                   writer=m.prefix, no_reset=p.no_reset)
+    # Built without the frozen dataclass's __init__ (one object.__setattr__ per field): the
+    # same fields, in the same order, as Episode(...) sets.
+    episode = _new(Episode)
+    episode.__dict__.update(
+        index=index, observations=tree(obs_layout(m), [a.copy() for a in p.obs]),
+        actions=tree(act_layout(m), [a.copy() for a in p.act]),
+        rewards=p.rewards.copy(), terminations=p.terminations.copy(),
+        truncations=p.truncations.copy(), infos=[{} for _ in range(p.info_rows)],
+        seed=p.seed, options=None, env_id=m.env_id, end=p.end, sub_env=p.sub_env,
+        writer=m.prefix, no_reset=p.no_reset)
+    return episode
 
 
 def single_episode(m: Manifest, p: PartData, index: int) -> Episode:

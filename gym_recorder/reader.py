@@ -27,7 +27,7 @@ import numpy as np
 
 from .assemble import fast_episode, single_episode, stitched_episode
 from .batches import OpenEpisodes, decode_batch, list_batches
-from .columns import decode_columns
+from .columns import FastPart, decode_columns
 from .decode import Batch, Decoder, gc_paused, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from .errors import FormatError, RecordingClosedError
@@ -191,8 +191,50 @@ class RecordingReader:
         return single_episode(m, p, index)
 
     def __iter__(self) -> Iterator[Episode]:
-        for i in range(self._count):
-            yield self[i]
+        """Every episode in order, as indexing gives them.
+
+        An episode of one part in a batch whose columns are decoded at once is made here
+        straight from the batch, without locating it anew; any other (several parts, a
+        gym-recording writer, an entry the column path leaves out) is read by indexing.
+        """
+        self._check_open()
+        count, manifests, starts = self._count, self._manifests, self._starts
+        dec = self._decoder
+        index = 0
+        for k, m in enumerate(manifests):
+            index = starts[k]
+            for number in range(m.episodes):
+                if self._manifests is not manifests or self._closed:
+                    # Refreshed (or closed) while iterating: index as before, up to the count
+                    # the iteration started with.
+                    for i in range(index, count):
+                        yield self[i]
+                    return
+                fast = None if m.legacy else self._fast_part(dec, m, number)
+                yield self[index] if fast is None else fast_episode(m, fast, index)
+                index += 1
+
+    def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
+        """The column-decoded part of writer m's episode ``number`` if it is the episode's
+        only part (the steps of :meth:`__getitem__` for such an episode), else None."""
+        b = m.first_batch(number)
+        batch = self._batch(m, b)
+        k = number - m.starts[b]
+        if not 0 <= k < len(batch.starts):
+            return None
+        entry = batch.entries[batch.starts[k]]
+        if continues(entry):
+            return None
+        binfo = m.batches[b]
+        size = dec.batch_size(batch, binfo)
+        data = dec.batch_data(batch, binfo)
+        if data is None:
+            return None
+        if batch.parts is None:
+            with gc_paused():
+                batch.parts = decode_columns(m, binfo["bin"], batch.entries, size, data,
+                                             dec.verify)
+        return batch.parts.get(entry["index"] - binfo["first"])
 
     def close(self) -> None:
         """Releases cached batches and closes their files. Episodes already returned stay valid."""
