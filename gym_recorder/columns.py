@@ -197,6 +197,8 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
         return None
     if ALIGNMENT % isz == 0:
         flat = data[:len(data) // isz * isz].view(dtype)
+        if not tail:  # a step column: the slice is already of shape (rows,) (sizes checked)
+            return [flat[o // isz:(o + s) // isz] for o, s in zip(offs, sizes)]
         return [flat[o // isz:(o + s) // isz].reshape(r, *tail)
                 for o, s, r in zip(offs, sizes, rows)]
     return [data[o:o + s].view(dtype).reshape(r, *tail) for o, s, r in zip(offs, sizes, rows)]
