@@ -5,16 +5,23 @@ One process, one run, on the same image recording (``sample_envs/Image-v0``, 84x
 
 1. ``read_recording`` (step rows, ``iter_batches(batch_format="numpy")``) on a local Ray cluster
    of 2 CPUs against ``RecordingReader`` iterating every episode, both from the page cache (every
-   file read once first). Target: Ray at least 50% of the reader's throughput.
+   file read once first). Target: Ray at least 50% of the reader's throughput. Measured in the
+   same run, Ray Data's own floor on this machine: (a) a datasource with as many read tasks,
+   each yielding a block of the same columns and sizes made of zeros (reading nothing), and
+   (b) ``ray.data.read_numpy`` of the same obs/next_obs bytes written as one .npy per batch,
+   iterated the same way. Neither floor decodes anything, so read_recording cannot beat them;
+   what they reach against the reader says whether the 50% target is reachable through Ray.
 2. ``RecordingReader`` at an ``s3://`` URL served by moto's ThreadedMotoServer on 127.0.0.1 (in
-   this process) against the same reader on the local directory, on a smaller prefix of the
-   episodes (moto keeps objects in memory and serves them from Python). Printed for information:
-   moto is no model of real S3's bandwidth.
+   this process) against the same reader on the local directory, on a prefix of the episodes
+   (moto keeps objects in memory and serves them from Python), and against the floor of that
+   path: s3fs ``cat_file`` of the same batch files, whole, from the same server. Printed for
+   information: moto is no model of real S3's bandwidth.
 
 Throughput is bytes of observations delivered per second (each step row carries its observation
 and next observation; the reader's episodes carry N + 1 observations per N steps, counted the
-same way as 2 per step so that both sides are compared on the same work). The better of
-``--repeats`` runs is taken for each side, runs alternating.
+same way as 2 per step so that both sides are compared on the same work; the floors are
+credited with the same bytes as the side they bound). Every pass runs ``--repeats`` times,
+alternating; medians are reported, and ratios of medians.
 
 Run from the repository root::
 
@@ -26,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import shutil
 import sys
 import tempfile
 import time
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # benchmark the checkout, not whatever version is installed
@@ -87,12 +96,15 @@ def ray_pass(location: str) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def ray_floor_pass(tasks: int, steps: int) -> tuple[float, int]:
-    """Ray Data's own floor: the same number of read tasks, each yielding a block of the same
-    columns (obs and next_obs frames, zeros) without reading anything."""
+def ray_zeros_pass(tasks: int, steps: int) -> tuple[float, int]:
+    """Ray Data's transport floor: as many read tasks as batches, each yielding a block of the
+    same columns and sizes (obs and next_obs frames of zeros, made a block by Ray: tensor
+    columns without a copy) and reading nothing."""
     import ray.data
     from ray.data.block import BlockAccessor, BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
+
+    size = 2 * steps * SIZE * SIZE * 3
 
     def block() -> list:
         frames = np.zeros((steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
@@ -100,34 +112,85 @@ def ray_floor_pass(tasks: int, steps: int) -> tuple[float, int]:
 
     class Zeros(Datasource):
         def estimate_inmemory_data_size(self) -> int:
-            return tasks * 2 * steps * SIZE * SIZE * 3
+            return tasks * size
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit=None,
                            data_context=None) -> list:
-            return [ReadTask(block, BlockMetadata(steps, 2 * steps * SIZE * SIZE * 3, None,
-                                                  None)) for _ in range(tasks)]
+            return [ReadTask(block, BlockMetadata(steps, size, None, None))
+                    for _ in range(tasks)]
 
     t0 = time.perf_counter()
     n = 0
-    ds = ray.data.read_datasource(Zeros())
+    ds = ray.data.read_datasource(Zeros(), override_num_blocks=tasks)
     ds.context.execution_options.preserve_order = True
     for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
         n += batch["obs"].nbytes + batch["next_obs"].nbytes
     return time.perf_counter() - t0, n
 
 
+def write_npy(directory: str, out: str) -> list[str]:
+    """The bytes read_recording delivers, as Ray's own reader reads them: one .npy per batch
+    holding that batch's obs and next_obs frames (2 x steps rows)."""
+    os.makedirs(out)
+    paths = []
+    with RecordingReader(directory) as reader:
+        for info in reader.batches():
+            frames = []
+            for part in reader.read_batch(info):
+                n = len(part.rewards)
+                o = part.observations
+                frames += [o[:n], o[1:n + 1]] if part.part == 0 else [o[:n], o[:n]]
+            if frames:
+                paths.append(os.path.join(out, f"{info.number:06d}.npy"))
+                np.save(paths[-1], np.concatenate(frames))
+    return paths
+
+
+def ray_numpy_pass(paths: list[str]) -> tuple[float, int]:
+    """Ray Data's own file floor: ``ray.data.read_numpy`` of the same bytes, one task per file,
+    iterated the same way."""
+    import ray.data
+
+    t0 = time.perf_counter()
+    n = 0
+    ds = ray.data.read_numpy(paths, override_num_blocks=len(paths))
+    ds.context.execution_options.preserve_order = True
+    for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
+        n += batch["data"].nbytes
+    return time.perf_counter() - t0, n
+
+
 def line(name: str, seconds: float, nbytes: int) -> float:
     rate = nbytes / seconds / 1e6
-    print(f"  {name:<34} {seconds:8.2f} s  {nbytes / 1e6:9.1f} MB  {rate:9.1f} MB/s")
+    print(f"  {name:<40} {seconds:8.2f} s  {nbytes / 1e6:9.1f} MB  {rate:9.1f} MB/s", flush=True)
     return rate
+
+
+def verdict(name: str, ours: float, base: float, target: float | None = None) -> None:
+    ratio = ours / base
+    tail = (f" (target >= {target:.2f}: {'ok' if ratio >= target else 'MISS'})" if target
+            else "")
+    print(f"  {name:<48} {ratio:6.2f}{tail}")
+
+
+def measure(passes: dict[str, Any], repeats: int) -> dict[str, float]:
+    """Runs every pass ``repeats`` times, alternating, and returns each one's median MB/s."""
+    rates: dict[str, list[float]] = {name: [] for name in passes}
+    for _ in range(repeats):
+        for name, run in passes.items():
+            rates[name].append(line(name, *run()))
+    print("  medians (MB/s): " + ", ".join(f"{k} {statistics.median(v):.0f}"
+                                           for k, v in rates.items()))
+    return {k: statistics.median(v) for k, v in rates.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gb", type=float, default=1.0, help="recording size (default 1 GB)")
-    parser.add_argument("--s3-episodes", type=int, default=40,
-                        help="episodes read through moto (default 40, about 850 MB of frames)")
-    parser.add_argument("--repeats", type=int, default=2, help="runs of each side (best taken)")
+    parser.add_argument("--s3-episodes", type=int, default=20,
+                        help="episodes read through moto (default 20, about 420 MB of frames)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="alternating runs of each side (median taken; default 3)")
     parser.add_argument("--skip-s3", action="store_true")
     args = parser.parse_args()
 
@@ -139,31 +202,42 @@ def main() -> None:
         print(f"recording: {episodes} episodes of {EPISODE} steps, {SIZE}x{SIZE}x3 uint8, "
               f"{total / 1e6:,.0f} MB on disk, {len(os.listdir(d))} files "
               f"({time.perf_counter() - t0:.0f} s to record)")
+        npy = write_npy(d, os.path.join(work, "npy"))
         warm(d)
+        warm(os.path.join(work, "npy"))
 
         import ray
 
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": REPO}})
         try:
+            import ray.data
+
+            ctx = ray.data.DataContext.get_current()
+            ctx.enable_progress_bars = False
+            ctx.print_on_execution_start = False
             ray_pass(d)  # start the workers once, untimed
             with RecordingReader(d) as reader:
                 tasks = len(reader.batches())
                 steps = round(sum(s.length for s in reader.summaries()) / tasks)
-            best_reader = best_ray = best_floor = 0.0
-            print("1. read_recording (Ray, 2 CPUs) vs RecordingReader, local, page cache")
-            for _ in range(args.repeats):
-                best_reader = max(best_reader, line("RecordingReader", *reader_pass(d)))
-                best_ray = max(best_ray, line("read_recording iter_batches", *ray_pass(d)))
-                best_floor = max(best_floor, line(f"Ray floor ({tasks} tasks of zeros)",
-                                                  *ray_floor_pass(tasks, steps)))
+            print(f"1. read_recording (Ray, 2 CPUs, {tasks} read tasks) vs RecordingReader, "
+                  "local, page cache")
+            r = measure({"RecordingReader": lambda: reader_pass(d),
+                         "read_recording iter_batches": lambda: ray_pass(d),
+                         f"Ray floor: {tasks} tasks of zeros": lambda: ray_zeros_pass(tasks,
+                                                                                      steps),
+                         f"Ray floor: read_numpy, {len(npy)} files": lambda: ray_numpy_pass(npy)},
+                        args.repeats)
         finally:
             ray.shutdown()
-        ratio = best_ray / best_reader
-        print(f"  ratio Ray / reader {ratio:.2f} (target >= {RAY_TARGET:.2f}): "
-              f"{'ok' if ratio >= RAY_TARGET else 'MISS'}")
-        print(f"  ratio Ray / Ray floor {best_ray / best_floor:.2f} (information: what Ray "
-              f"Data itself moves here)")
+        ours, reader_rate = r["read_recording iter_batches"], r["RecordingReader"]
+        verdict("read_recording / RecordingReader", ours, reader_rate, RAY_TARGET)
+        zeros = r[f"Ray floor: {tasks} tasks of zeros"]
+        numpy_floor = r[f"Ray floor: read_numpy, {len(npy)} files"]
+        verdict("Ray floor (zeros) / RecordingReader", zeros, reader_rate, RAY_TARGET)
+        verdict("Ray floor (read_numpy) / RecordingReader", numpy_floor, reader_rate, RAY_TARGET)
+        verdict("read_recording / Ray floor (zeros)", ours, zeros)
+        verdict("read_recording / Ray floor (read_numpy)", ours, numpy_floor)
 
         if not args.skip_s3:
             s3_part(d, min(args.s3_episodes, episodes), args.repeats)
@@ -176,6 +250,7 @@ def s3_part(d: str, episodes: int, repeats: int) -> None:
     import socket
 
     import boto3
+    import s3fs
     from moto.server import ThreadedMotoServer
 
     from gym_recorder.cloud import push
@@ -198,12 +273,28 @@ def s3_part(d: str, episodes: int, repeats: int) -> None:
         pushed = time.perf_counter() - t0
         print(f"2. RecordingReader at s3:// (moto on 127.0.0.1) vs local, first {episodes} "
               f"episodes (push: {result.bytes_uploaded / 1e6:,.0f} MB in {pushed:.1f} s)")
-        best_local = best_s3 = 0.0
-        for _ in range(repeats):
-            best_local = max(best_local, line("local", *reader_pass(d, episodes=episodes)))
-            best_s3 = max(best_s3, line("s3 (moto)", *reader_pass("s3://bench/images", opts,
-                                                                 episodes=episodes)))
-        print(f"  ratio S3 (moto) / local {best_s3 / best_local:.2f} (information: no target)")
+        _, delivered = reader_pass(d, episodes=episodes)
+        with RecordingReader(d) as reader:
+            names = [n for info in reader.batches() if min(info.episodes, default=episodes) < episodes
+                     for n in (info.json_name, info.bin_name)]
+        fs = s3fs.S3FileSystem(endpoint_url=endpoint)
+
+        def cat_pass() -> tuple[float, int]:
+            fs.invalidate_cache()
+            t0 = time.perf_counter()
+            got = sum(len(fs.cat_file(f"bench/images/{n}")) for n in names)
+            seconds = time.perf_counter() - t0
+            assert got == sum(os.path.getsize(os.path.join(d, n)) for n in names)
+            return seconds, delivered
+
+        r = measure({"local": lambda: reader_pass(d, episodes=episodes),
+                     "s3 (moto)": lambda: reader_pass("s3://bench/images", opts,
+                                                      episodes=episodes),
+                     f"floor: s3fs cat_file, {len(names)} files": cat_pass}, repeats)
+        floor = r[f"floor: s3fs cat_file, {len(names)} files"]
+        verdict("s3 (moto) / local", r["s3 (moto)"], r["local"])
+        verdict("s3 (moto) / floor (s3fs cat_file)", r["s3 (moto)"], floor)
+        verdict("floor (s3fs cat_file) / local", floor, r["local"])
     finally:
         server.stop()
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -206,13 +207,60 @@ def _parts(spec: _TaskSpec, info: Any) -> dict[int, list[Any]]:
     return out
 
 
+# (recording, writer, batch JSON name, position of the episode in the batch's episodes) ->
+# (part number, {obs leaf: its last row}) of the last part of an episode that goes on after a
+# batch read in this process: what the read task of the batch that continues the episode needs
+# from it, so that it need not decode that batch again when the same worker has read it. Keyed
+# by position, not episode index: batches never change, the reader's numbering may between
+# snapshots. Bounded (the oldest are dropped).
+_LAST_ROWS: OrderedDict[tuple[str, str, str, int], tuple[int, dict[str, Any]]] = OrderedDict()
+_LAST_ROWS_MAX = 256
+
+
+def _last_key(spec: _TaskSpec, info: Any, ep: int) -> tuple[str, str, str, int]:
+    return (spec.location, info.writer, info.json_name, info.episodes.index(ep))
+
+
+def _remember_last_rows(spec: _TaskSpec, info: Any, parts: dict[int, list[Any]]) -> None:
+    with _READERS_LOCK:
+        for ep, ps in parts.items():
+            last = max(ps, key=lambda q: q.part)
+            if last.is_last:
+                continue
+            # Copies: views would keep the whole batch's bytes alive.
+            rows = {k: _join([_rows(v, len(v) - 1, len(v))]) for k, v in
+                    flatten(last.observations, "obs").items()}
+            rows = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in rows.items()}
+            key = _last_key(spec, info, ep)
+            _LAST_ROWS[key] = (last.part, rows)
+            _LAST_ROWS.move_to_end(key)
+        while len(_LAST_ROWS) > _LAST_ROWS_MAX:
+            _LAST_ROWS.popitem(last=False)
+
+
+def _before(spec: _TaskSpec, mine: dict[int, list[Any]]) -> dict[int, tuple[int, dict[str, Any]]]:
+    """For each episode that this batch continues, the last observation row of its part
+    before (part number, leaves), from the batches before (``spec.extra``)."""
+    out: dict[int, tuple[int, dict[str, Any]]] = {}
+    for info in spec.extra:
+        wanted = [ep for ep in info.episodes if ep in mine]
+        with _READERS_LOCK:
+            known = {ep: _LAST_ROWS.get(_last_key(spec, info, ep)) for ep in wanted}
+        if not all(v is not None for v in known.values()):
+            _remember_last_rows(spec, info, _parts(spec, info))
+            with _READERS_LOCK:
+                known = {ep: _LAST_ROWS.get(_last_key(spec, info, ep)) for ep in wanted}
+        for ep, v in known.items():
+            if v is not None and (ep not in out or v[0] > out[ep][0]):
+                out[ep] = v
+    return out
+
+
 def _step_block(spec: _TaskSpec) -> Any:
     """Step rows of one batch (obs of a continuing part's first step from the batch before)."""
     mine = _parts(spec, spec.batch)
-    before: dict[int, list[Any]] = {}
-    for info in spec.extra:
-        for ep, ps in _parts(spec, info).items():
-            before.setdefault(ep, []).extend(ps)
+    _remember_last_rows(spec, spec.batch, mine)
+    before = _before(spec, mine)
     cols: dict[str, list[Any]] = {}
     for ep, parts in mine.items():
         for p in parts:
@@ -224,13 +272,16 @@ def _step_block(spec: _TaskSpec) -> Any:
                 first = {k: _rows(v, 0, n) for k, v in obs.items()}
                 nxt = {k: _rows(v, 1, n + 1) for k, v in obs.items()}
             else:
-                prev = [q for q in before.get(ep, []) + parts if q.part < p.part]
-                if not prev:
+                prev = [q for q in parts if q.part < p.part]
+                if prev:
+                    o = flatten(max(prev, key=lambda q: q.part).observations, "obs")
+                    last = {k: _rows(v, len(v) - 1, len(v)) for k, v in o.items()}
+                elif ep in before and before[ep][0] == p.part - 1:
+                    last = before[ep][1]
+                else:
                     raise RecorderError(f"{spec.location}: part {p.part} of episode {ep} in "
                                         f"{spec.batch.json_name} has no earlier part")
-                last = flatten(max(prev, key=lambda q: q.part).observations, "obs")
-                first = {k: _join([_rows(last[k], len(last[k]) - 1, len(last[k])),
-                                   _rows(v, 0, n - 1)]) for k, v in obs.items()}
+                first = {k: _join([last[k], _rows(v, 0, n - 1)]) for k, v in obs.items()}
                 nxt = {k: _rows(v, 0, n) for k, v in obs.items()}
             row = dict(first)
             row.update({"next_" + k: v for k, v in nxt.items()})
@@ -294,7 +345,7 @@ def _read(spec: _TaskSpec) -> Iterator[Any]:
         yield _to_block(columns)
 
 
-def _make_read_task(spec: _TaskSpec, rows: int, size: int) -> Any:
+def _make_read_task(spec: _TaskSpec, rows: int | None, size: int | None) -> Any:
     from ray.data.block import BlockMetadata
     from ray.data.datasource import ReadTask
 
@@ -338,8 +389,9 @@ def _datasource_class() -> type:
                 infos = list(reader.batches())
                 summaries = {s.index: s for s in reader.summaries()} \
                     if granularity == "episode" else {}
+                entries = _manifest_entries(reader.storage)
             self._specs: list[_TaskSpec] = []
-            self._sizes: list[tuple[int, int]] = []
+            self._sizes: list[tuple[int | None, int | None]] = []
             seen: dict[int, int] = {}   # episode -> index of the last batch holding a part
             owner: dict[int, int] = {}  # episode -> the batch its first part is in
             for i, info in enumerate(infos):
@@ -363,7 +415,8 @@ def _datasource_class() -> type:
                     continue
                 self._specs.append(_TaskSpec(location, storage_options, verify, granularity,
                                              info, extra, eps))
-                self._sizes.append(_estimate(info, summaries, eps, granularity))
+                self._sizes.append(_estimate(entries.get((info.writer, info.json_name)),
+                                             eps, granularity))
 
         @property
         def tasks(self) -> int:
@@ -371,7 +424,8 @@ def _datasource_class() -> type:
             return len(self._specs)
 
         def estimate_inmemory_data_size(self) -> int | None:
-            return sum(size for _, size in self._sizes)
+            sizes = [size for _, size in self._sizes]
+            return None if None in sizes else sum(s for s in sizes if s is not None)
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context: Any = None) -> list[Any]:
@@ -400,13 +454,25 @@ def _summary_dict(s: Any) -> dict[str, Any]:
             "seed": s.seed, "env_id": s.env_id, "writer": s.writer}
 
 
-def _estimate(info: Any, summaries: dict[int, Any], eps: tuple[Any, ...],
-              granularity: str) -> tuple[int, int]:
-    size = int(getattr(info, "bin_size", 0) or 0)
-    if granularity == "episode":
-        return len(eps), size
-    steps = getattr(info, "steps", None)
-    return (int(steps) if steps is not None else None), 2 * size  # type: ignore[return-value]
+def _manifest_entries(storage: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every writer's manifest entries by (writer prefix, batch JSON name), for the sizes of
+    the read tasks (the manifests are read again: the reader keeps its own to itself)."""
+    from .manifest import load_manifests
+
+    return {(m.prefix, b["fn"]): b for m in load_manifests(storage) for b in m.batches}
+
+
+def _estimate(entry: dict[str, Any] | None, eps: tuple[Any, ...],
+              granularity: str) -> tuple[int | None, int | None]:
+    """(rows, bytes in memory) of a read task's block, as told to Ray. Rows only where exact
+    (Ray counts a dataset from them): one per episode the task owns; a batch's step rows are
+    its steps that the reader shows, which its manifest entry need not be. Bytes from the
+    batch's .bin size (step rows carry each observation twice)."""
+    rows = len(eps) if granularity == "episode" else None
+    size = None if entry is None else entry.get("bin_size")  # None: not in the 2nd reading
+    if type(size) is not int:
+        return rows, None
+    return rows, size if granularity == "episode" else 2 * size
 
 
 def read_recording(path_or_url: str | os.PathLike[str], *, granularity: str = "step",
@@ -439,6 +505,11 @@ def read_recording(path_or_url: str | os.PathLike[str], *, granularity: str = "s
     location = os.fspath(path_or_url)
     source = _datasource_class()(location, granularity=granularity,
                                  storage_options=storage_options, verify=verify)
+    if source.tasks and "parallelism" not in read_args:
+        # One block per read task: left to itself, Ray Data would split each task's block in
+        # up to 200 / tasks pieces (its default minimum of blocks), each piece costing a round
+        # through the object store and scheduler for nothing.
+        read_args.setdefault("override_num_blocks", source.tasks)
     ds = ray.data.read_datasource(source, **read_args)
     ds.context.execution_options.preserve_order = True
     return ds
