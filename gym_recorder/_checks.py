@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import format
+from . import fileio
 from .errors import FormatError
-from .format import FORMAT_NAME, FORMAT_VERSION, batch_stem, open_regular, parse_ref, read_json_file
+from .fileio import open_regular, read_json_file
+from .format import FORMAT_NAME, FORMAT_VERSION, batch_stem, parse_ref
 
 __all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE"]
 
@@ -47,7 +48,7 @@ def _crc_of(fd: int, offset: int, size: int) -> int | None:
         data = os.pread(fd, min(size, CRC_CHUNK_BYTES), offset)
         if not data:
             return None
-        crc = format.crc32(data, crc)
+        crc = fileio.crc32(data, crc)
         offset += len(data)
         size -= len(data)
     return crc
@@ -111,7 +112,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     except FormatError as e:
         check.add(json_name, str(e).removeprefix(f"{json_name}: "))
         return check
-    if listed is not None and format.crc32(data) != listed.get("json_crc32"):
+    if listed is not None and fileio.crc32(data) != listed.get("json_crc32"):
         check.add(json_name, "CRC-32 of the file does not match the manifest")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         check.add(json_name, "a batch must be an object with an 'episodes' list")
@@ -193,7 +194,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     if check.ok:
         check.info = {"first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
                       "json_size": len(data), "bin_size": bin_size,
-                      "json_crc32": format.crc32(data), "steps": steps, "episodes": episodes}
+                      "json_crc32": fileio.crc32(data), "steps": steps, "episodes": episodes}
     return check
 
 

@@ -16,7 +16,8 @@ from ._checks import _BatchCheck, _check_batch
 from ._salvage import salvage_runs, write_batch
 from .errors import FormatError, RecorderError
 from .format import BATCH_NAME_RE as _BATCH_NAME_RE
-from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, dumps, read_json_file
+from .fileio import dumps, read_json_file
+from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem
 
 __all__ = ["repair", "REPAIR_FOLDER_PREFIX"]
 

@@ -16,7 +16,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .errors import FormatError
-from .format import MAX_NESTING, ArraySource, decode_value, parse_dtype
+from .format import MAX_NESTING, parse_dtype
+from .values import ArraySource, decode_value
 
 # Rebuilding a Box allocates its low and high bounds in full (gymnasium's checks take about
 # 4.5x this at peak): refuse bounds larger than this many bytes each, so that a hostile manifest

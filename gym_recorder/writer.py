@@ -24,14 +24,16 @@ import atomicwrites
 import numpy as np
 
 from ._version import __version__
-from . import format
+from . import fileio
 from .batchqueue import BatchQueue
 from .buffer import Batch
 from .errors import (RecorderError, RecordingClosedError, UnsupportedValueError, WriteError,
                      write_error)
+from .fileio import dumps
 from .format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem,
-                     check_prefix, dumps, encode_value, manifest_name)
+                     check_prefix, manifest_name)
 from .spaces import DictNode, Layout, TupleNode
+from .values import encode_value
 
 __all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
 
@@ -132,7 +134,7 @@ def _column_refs(sink: _BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray
             packed.view(np.uint8)[:int(rel[-1]) + int(counts[-1]) * row_bytes])
     # The same text as _REF_TEXT, built with one f-string per entry around the parts every
     # entry of the column shares (batches of short episodes hold thousands of references).
-    crc32 = format.crc32
+    crc32 = fileio.crc32
     mid = f'{tail}],"order":"C","dtype":"{col.dtype.str}","npyfile":"{sink.name}","npyoff":'
     sizes = (counts * row_bytes).tolist()
     return [f'{{"__type":"ndarray","shape":[{c}{mid}{base + r},"size":{size},'
@@ -230,7 +232,7 @@ class _BinSink:
         if not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)  # (only when needed: it makes 0-d arrays 1-d)
         offset, data = self.put_block(arr)
-        return arr, offset, format.crc32(data)
+        return arr, offset, fileio.crc32(data)
 
     def __call__(self, arr: np.ndarray) -> dict[str, Any]:
         """Writes an array; returns its reference as a dict."""
@@ -560,7 +562,7 @@ class BatchWriter:
             _fsync_path(self.directory)
         self._manifest["batches"].append({
             "first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
-            "json_size": len(doc), "bin_size": bin_size, "json_crc32": format.crc32(doc),
+            "json_size": len(doc), "bin_size": bin_size, "json_crc32": fileio.crc32(doc),
             "steps": batch.steps,
             "episodes": batch.new_episodes})
         self._uncommitted += 1
