@@ -11,12 +11,16 @@ from typing import Any
 from . import fileio
 from .errors import FormatError
 from .fileio import open_regular, read_json_file
-from .format import FORMAT_NAME, FORMAT_VERSION, batch_stem, parse_ref
+from .format import FORMAT_NAME, FORMAT_VERSION, MAX_NESTING, batch_stem, parse_ref
 
 __all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE"]
 
 # Bytes read at a time when checksumming an array, so that a huge array needs no huge buffer.
 CRC_CHUNK_BYTES = 1 << 24
+# How deep verify walks a batch's JSON looking for array references: a VALUE sits about 8 levels
+# down in a batch and nests at most MAX_NESTING itself, so this is far deeper than any batch we
+# write, and still bounds the recursion on a hostile file.
+MAX_WALK_DEPTH = 4 * MAX_NESTING
 # Problems reported per batch file at most (a batch whose .bin is gone would else list every array).
 MAX_PROBLEMS_PER_FILE = 20
 
@@ -28,7 +32,7 @@ MAX_PROBLEMS_PER_FILE = 20
 def _walk_refs(obj: Any, where: str, out: list[tuple[dict[str, Any], str]],
                depth: int = 0) -> None:
     """Collects every array reference (``{"__type": "ndarray", ...}``) inside a JSON value."""
-    if depth > 4 * 64:  # far deeper than any batch we write; refuse to recurse further
+    if depth > MAX_WALK_DEPTH:
         raise FormatError(f"{where}: nested too deeply")
     if isinstance(obj, dict):
         if obj.get("__type") == "ndarray":

@@ -268,6 +268,8 @@ characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
 ``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
 (``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
 (``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.
+A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_SPACE_ELEMENTS`
+(2**32) elements in all; a reader MAY refuse a larger one.
 
 Commit protocol and durability
 ==============================
@@ -345,6 +347,7 @@ __all__ = [
     "MAX_NESTING",
     "MAX_NDIM",
     "MAX_DIM",
+    "MAX_SPACE_ELEMENTS",
     "MANIFEST_SUFFIX",
     "LEGACY_PREFIX",
     "ENDS",
@@ -378,6 +381,10 @@ MAX_NESTING = 64
 MAX_NDIM = 32
 # One dimension larger than this is absurd for an on-disk array (2**48 elements).
 MAX_DIM = 1 << 48
+# A space's shape (Box, MultiDiscrete, MultiBinary) holds at most this many elements (2**32):
+# checked on a description before any array of that shape is built (a Box's bounds are bounded
+# further, by spaces.MAX_BOX_BOUND_BYTES); real spaces are far smaller (an Atari frame: 100,800).
+MAX_SPACE_ELEMENTS = 1 << 32
 MANIFEST_SUFFIX = ".manifest.json"
 LEGACY_PREFIX = "openaigym.trace."
 
