@@ -24,9 +24,13 @@ from typing import Any
 from ._version import __version__
 from .cli_inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
                           cmd_verify, cmd_view)
-from .cli_output import EXIT_FAILURE, EXIT_INTERRUPTED, PROG
-from .cli_record import cmd_record, cmd_replay, cmd_video
+from .cli_output import EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
+from .cli_record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
 from .errors import CommandError, RecorderError
+from .export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
+from .parquet import DEFAULT_MAX_FILE_BYTES
+from .view import DEFAULT_HOST, DEFAULT_PORT
+from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
 
 __all__ = ["main", "build_parser"]
 
@@ -147,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the recording directory (created if missing)")
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--episodes", "-n", type=_positive_int, metavar="N",
-                      help="stop after this many episodes ended (default 10)")
+                      help=f"stop after this many episodes ended (default {DEFAULT_EPISODES})")
     stop.add_argument("--steps", type=_positive_int, metavar="N",
                       help="stop after this many steps (the open episode ends with 'close')")
     p.add_argument("--seed", type=int, metavar="S",
@@ -161,10 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-envs", type=_positive_int, metavar="K",
                    help="record a vector env of K copies (episodes and steps count all copies; "
                         "the policy gets and returns batches)")
-    p.add_argument("--target-batch-bytes", type=_positive_int, default=5_000_000,
-                   metavar="BYTES", help="aim for batch files of about this size (default 5 MB)")
-    p.add_argument("--flush-interval", type=_positive_float, default=10.0, metavar="SECONDS",
-                   help="commit buffered steps at least this often (default 10)")
+    p.add_argument("--target-batch-bytes", type=_positive_int, default=DEFAULT_TARGET_BATCH_BYTES,
+                   metavar="BYTES", help=f"aim for batch files of about this size (default "
+                                         f"{DEFAULT_TARGET_BATCH_BYTES / MB:g} MB)")
+    p.add_argument("--flush-interval", type=_positive_float, default=DEFAULT_FLUSH_INTERVAL,
+                   metavar="SECONDS", help=f"commit buffered steps at least this often (default "
+                                           f"{DEFAULT_FLUSH_INTERVAL:g})")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
     _add_env_options(p, kwargs=False)
@@ -204,9 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "gym-recorder plot rec -o returns.svg --size 1600x900"))
     p.add_argument("directory", help="the recording directory")
     p.add_argument("--output", "-o", required=True, help="the image file to write")
-    p.add_argument("--size", type=_pixels, default=(1000, 600), metavar="WxH",
-                   help="image size in pixels (default 1000x600)")
-    p.add_argument("--dpi", type=_positive_int, default=100, help="resolution (default 100)")
+    p.add_argument("--size", type=_pixels, default=DEFAULT_PLOT_SIZE, metavar="WxH",
+                   help="image size in pixels (default {}x{})".format(*DEFAULT_PLOT_SIZE))
+    p.add_argument("--dpi", type=_positive_int, default=DEFAULT_PLOT_DPI,
+                   help=f"resolution (default {DEFAULT_PLOT_DPI})")
 
     p = add("video", cmd_video, "film an episode (needs the [video] extra)",
             "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
@@ -221,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episode", "-e", type=int, default=0, metavar="I",
                    help="the episode (default 0; negative counts from the end)")
     p.add_argument("--fps", type=_positive_float,
-                   help="frames per second (default: the env's render_fps, else 30)")
+                   help=f"frames per second (default: the env's render_fps, else "
+                        f"{DEFAULT_FPS:g})")
     p.add_argument("--key", help="the Dict observation leaf holding the images, e.g. 'pixels'")
     p.add_argument("--source", choices=("auto", "observations", "render"), default="auto",
                    help="where frames come from (default auto: observations if they are "
@@ -249,8 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o",
                    help="the file (npz) or folder (parquet) to write; not for minari")
     p.add_argument("--dataset-id", metavar="NS/NAME-vN", help="the Minari dataset id (minari)")
-    p.add_argument("--max-file-bytes", type=_positive_int, metavar="BYTES",
-                   help="largest Parquet file, in bytes of column data (default 256 MiB)")
+    p.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES,
+                   metavar="BYTES",
+                   help=f"largest Parquet file, in bytes of column data (default "
+                        f"{DEFAULT_MAX_FILE_BYTES >> 20} MiB)")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
@@ -276,10 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
             _examples("gym-recorder view rec",
                       "gym-recorder view rec --port 8000 --no-browser"))
     p.add_argument("directory", help="the recording directory")
-    p.add_argument("--port", type=int, default=8765, metavar="P",
-                   help="the port (default 8765; 0 picks a free one)")
-    p.add_argument("--host", default="127.0.0.1", metavar="H",
-                   help="the address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
+                   help=f"the port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--host", default=DEFAULT_HOST, metavar="H",
+                   help=f"the address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
     p = add("push", cmd_push, "upload a recording to object storage (needs gymnasium-recorder[cloud])",

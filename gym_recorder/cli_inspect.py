@@ -141,10 +141,10 @@ def cmd_export_training(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.output is None or args.dataset_id is not None:
         raise ExportError(f"--format {args.format} takes --output and no --dataset-id")
-    from .parquet import DEFAULT_MAX_FILE_BYTES, export_parquet
+    from .parquet import export_parquet
 
     r = export_parquet(args.directory, args.output,
-                       max_file_bytes=args.max_file_bytes or DEFAULT_MAX_FILE_BYTES)
+                       max_file_bytes=args.max_file_bytes)
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")

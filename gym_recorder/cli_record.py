@@ -21,8 +21,10 @@ from typing import Any
 from .cli_output import EXIT_INTERRUPTED, EXIT_OK, MB, PROG, count, say
 from .errors import CommandError
 
-__all__ = ["cmd_record", "cmd_replay", "cmd_video"]
+__all__ = ["cmd_record", "cmd_replay", "cmd_video", "DEFAULT_EPISODES"]
 
+# Episodes recorded when neither --episodes nor --steps is given: enough to look at and replay.
+DEFAULT_EPISODES = 10
 # Seeds drawn when --seed is not given: below 2**31 so that every env's seeding accepts them.
 RANDOM_SEED_BOUND = 2**31
 # How often the progress bar is updated, and how often its MB figure re-scans the directory
@@ -176,7 +178,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     policy = _CheckedPolicy(load_policy(args.policy), args.policy) if args.policy else None
     if args.episodes is None and args.steps is None:
-        args.episodes = 10
+        args.episodes = DEFAULT_EPISODES
     seed = args.seed if args.seed is not None else secrets.randbelow(RANDOM_SEED_BOUND)
     recorder_kwargs: dict[str, Any] = {"target_batch_bytes": args.target_batch_bytes,
                                        "flush_interval": args.flush_interval}
