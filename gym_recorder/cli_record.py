@@ -143,7 +143,7 @@ class _Progress:
             return
         self._next_update = now + PROGRESS_UPDATE_INTERVAL
         if now >= self._next_bytes:
-            from .replay import writer_bytes
+            from .record import writer_bytes
 
             self._next_bytes = now + PROGRESS_BYTES_INTERVAL
             self._mb = writer_bytes(status.directory, status.prefix) / MB
@@ -156,7 +156,7 @@ class _Progress:
         now = time.monotonic()
         if now < self._next_update:
             return
-        from .replay import writer_bytes
+        from .record import writer_bytes
 
         self._next_update = now + PLAIN_PROGRESS_INTERVAL
         mb = writer_bytes(status.directory, status.prefix) / MB
@@ -174,7 +174,8 @@ class _Progress:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .replay import load_policy, record_env, writer_bytes
+    from .record import record_env, writer_bytes
+    from .replay import load_policy
 
     policy = _CheckedPolicy(load_policy(args.policy), args.policy) if args.policy else None
     if args.episodes is None and args.steps is None:
