@@ -343,8 +343,7 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
         except (gym.error.Error, ImportError, TypeError, ValueError) as e:
             raise ReplayError(f"cannot make vector env {env_id!r}: {e}") from e
 
-    return replay_vector_writer(episodes, manifest, kwargs, render, make, tree_row,
-                                first_difference, check)
+    return replay_vector_writer(episodes, manifest, kwargs, render, make, check)
 
 
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],

@@ -36,7 +36,7 @@ def _float_json(x: float) -> Any:
 
 
 def encode_value(value: Any, sink: ArraySink, where: str = "value", depth: int = 0) -> Any:
-    """Encodes a Python/numpy value as a JSON-ready VALUE (see "Values" in :mod:`gym_recorder.format`).
+    """Encodes a Python/numpy value as a JSON-ready VALUE (see "Values" in the specification).
 
     Args:
         value: the value to encode.
