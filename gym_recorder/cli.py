@@ -3,7 +3,8 @@
 Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
 ``repair``, ``view``, ``push``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each
 one's options and examples. Exit status 0 means success, 1 an error (one line on stderr, no
-traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded is kept).
+traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded
+is kept).
 
 This module holds the parser, :func:`main` and how an error is printed; the commands themselves
 are in :mod:`gym_recorder.cli_record` (``record``, ``replay``, ``video``: they run an env) and
