@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from .batch import Batch, Segment
 from .errors import OutsideSpaceWarning, UnsupportedValueError
 from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
 
-__all__ = ["Batch", "StepBuffer", "snapshot", "record_info",
+__all__ = ["Batch", "Segment", "StepBuffer", "snapshot", "record_info",
            "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
 
 # A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
@@ -95,66 +96,6 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
     return copied
 
 
-class Batch:
-    """One batch of consecutive entries (episodes or parts of episodes), kept as columns.
-
-    Handing the columns over costs the stepping thread nothing per episode; the writer writes
-    each column in one piece (see :mod:`gym_recorder.writer`).
-
-    Attributes:
-        segments: one dict per entry, in order: ``obs0``/``obs1``, ``step0``/``step1`` and
-            ``info0``/``info1`` (its rows in the columns; each entry's rows follow the previous
-            entry's), ``episode``, ``part``, ``end`` (None while the episode continues),
-            ``seed``, ``options``, ``sub_env``, ``no_reset``.
-        observations: per observation leaf, its column: an array, or a list of values for a
-            leaf that does not stack.
-        actions: per action leaf, its column.
-        rewards: float64 column; terminations, truncations: bool columns.
-        infos: sparse (row, info) pairs, rows counted across the batch, ascending.
-        steps: transitions in the batch.
-        entries: number of entries.
-        new_episodes: entries that start an episode (``part`` == 0).
-    """
-
-    def __init__(self, segments: list[dict[str, Any]], observations: list[Any], actions: list[Any],
-                 rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
-                 infos: list[tuple[int, dict[str, Any]]], steps: int,
-                 release: Callable[[], None] | None = None) -> None:
-        self.segments = segments
-        self.observations = observations
-        self.actions = actions
-        self.rewards = rewards
-        self.terminations = terminations
-        self.truncations = truncations
-        self.infos = infos
-        self.steps = steps
-        self.entries = len(segments)
-        self.new_episodes = sum(1 for seg in segments if seg["part"] == 0)
-        self._release = release
-
-    def release(self) -> None:
-        """Hands the columns back to the buffer for reuse (call once the batch is written)."""
-        release, self._release = self._release, None
-        self.segments, self.infos = [], []
-        self.observations, self.actions = [], []
-        if release is not None:
-            release()
-
-    def segment_infos(self) -> list[list[tuple[int, dict[str, Any]]]]:
-        """The sparse infos of each entry, with rows counted from the entry's first row."""
-        out = []
-        infos = self.infos
-        k = 0
-        for seg in self.segments:
-            i0, i1 = seg["info0"], seg["info1"]
-            mine = []
-            while k < len(infos) and infos[k][0] < i1:
-                mine.append((infos[k][0] - i0, infos[k][1]))
-                k += 1
-            out.append(mine)
-        return out
-
-
 class _Columns:
     """One set of preallocated columns, with capacity for ``steps`` steps."""
 
@@ -226,7 +167,7 @@ class StepBuffer:
         self._pool: list[_Columns] = []
         self.episodes_started = 0
         self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
-        self._open_episode: dict[str, Any] | None = None
+        self._open_episode: Segment | None = None
         self._last_obs: list[Any] | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
         self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
@@ -303,7 +244,7 @@ class StepBuffer:
         self._truncs: list[bool] = []
         self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
         self._n_info = 0
-        self._segments: list[dict[str, Any]] = []  # episodes (or parts) that lie in this batch
+        self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
 
     @property
     def episode_open(self) -> bool:
@@ -414,9 +355,8 @@ class StepBuffer:
         else:
             self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
                         "observation")
-        seg = {"episode": self.episodes_started, "part": 0, "obs0": self._n_obs,
-               "step0": self._n_steps, "info0": self._n_info, "seed": seed,
-               "options": options, "sub_env": sub_env, "no_reset": no_reset}
+        seg = Segment(self.episodes_started, 0, self._n_obs, self._n_steps, self._n_info, seed,
+                      options, sub_env, no_reset)
         self._n_obs += 1
         if rec_info:
             self._infos.append((self._n_info, rec_info))
@@ -474,13 +414,13 @@ class StepBuffer:
         seg = self._open_episode
         if seg is None:
             return
-        seg["end"] = end
+        seg.end = end
         self._close_segment(seg)
         self._open_episode = None
         # Remember the final observation, for steps taken without a reset (if the episode has
         # no row in this batch, take() remembered it when it cut the episode).
         # (Only the row is noted here; it is copied out if a batch is taken before it is used.)
-        if self._n_obs > seg["obs0"]:
+        if self._n_obs > seg.obs0:
             self._last_obs_row = self._n_obs - 1
 
     def _remember_last_obs(self, row: int | None = None) -> None:
@@ -494,10 +434,10 @@ class StepBuffer:
             self._remember_last_obs(self._last_obs_row)
         return self._last_obs
 
-    def _close_segment(self, seg: dict[str, Any]) -> None:
-        seg["obs1"] = self._n_obs
-        seg["step1"] = self._n_steps
-        seg["info1"] = self._n_info
+    def _close_segment(self, seg: Segment) -> None:
+        seg.obs1 = self._n_obs
+        seg.step1 = self._n_steps
+        seg.info1 = self._n_info
         self._segments.append(seg)
 
     def take(self) -> Batch | None:
@@ -508,10 +448,10 @@ class StepBuffer:
         """
         open_seg = self._open_episode
         if open_seg is not None:
-            if open_seg["part"] > 0 and self._n_steps == open_seg["step0"]:
+            if open_seg.part > 0 and self._n_steps == open_seg.step0:
                 open_seg = None  # nothing new in a continuing episode yet: nothing to cut
             else:
-                open_seg["end"] = None
+                open_seg.end = None
                 self._close_segment(open_seg)
         if not self._segments:
             return None
@@ -534,10 +474,8 @@ class StepBuffer:
             self._remember_last_obs(self._last_obs_row)
         self._new_columns()
         if open_seg is not None:
-            self._open_episode = {"episode": open_seg["episode"], "part": open_seg["part"] + 1,
-                                  "obs0": 0, "step0": 0, "info0": 0, "seed": None,
-                                  "options": None, "sub_env": open_seg["sub_env"],
-                                  "no_reset": open_seg["no_reset"]}
+            self._open_episode = Segment(open_seg.episode, open_seg.part + 1, 0, 0, 0, None,
+                                         None, open_seg.sub_env, open_seg.no_reset)
         return batch
 
 

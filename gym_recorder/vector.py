@@ -36,7 +36,7 @@ from typing import Any, TypeGuard
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from .buffer import (Batch, _estimate_step_bytes, record_info, snapshot, steps_for_target,
+from .buffer import (Batch, Segment, _estimate_step_bytes, record_info, snapshot, steps_for_target,
                      worth_resizing)
 from .errors import RecorderError, RecordingClosedError, ResetNeeded, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
@@ -608,13 +608,11 @@ class VectorStepBuffer:
         infos: list[tuple[int, dict[str, Any]]] = []
         for k, seg in enumerate(segs):
             part0 = seg.reset_idx is not None
-            segments.append({
-                "obs0": obs_off_l[k], "obs1": obs_off_l[k + 1],
-                "step0": step_off_l[k], "step1": step_off_l[k + 1],
-                "info0": obs_off_l[k], "info1": obs_off_l[k + 1],  # one info a row
-                "episode": seg.episode, "part": seg.part, "end": seg.end,
-                "seed": seg.seed if part0 else None, "options": seg.options if part0 else None,
-                "sub_env": seg.sub_env, "no_reset": seg.no_reset})
+            o0, o1 = obs_off_l[k], obs_off_l[k + 1]
+            segments.append(Segment(  # (one info a row: info rows are observation rows)
+                seg.episode, seg.part, o0, step_off_l[k], o0, seg.seed if part0 else None,
+                seg.options if part0 else None, seg.sub_env, seg.no_reset,
+                o1, step_off_l[k + 1], o1, seg.end))
             infos.extend((obs_off_l[k] + r, info) for r, info in seg_infos[k])
         # Start the next batch: open episodes go on as their next part.
         for i, open_seg in enumerate(self._segs):

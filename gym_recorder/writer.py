@@ -613,10 +613,10 @@ class BatchWriter:
         by entry.
         """
         segs = batch.segments
-        o0 = np.array([seg["obs0"] for seg in segs], np.int64)
-        o1 = np.array([seg["obs1"] for seg in segs], np.int64)
-        s0 = np.array([seg["step0"] for seg in segs], np.int64)
-        s1 = np.array([seg["step1"] for seg in segs], np.int64)
+        o0 = np.array([seg.obs0 for seg in segs], np.int64)
+        o1 = np.array([seg.obs1 for seg in segs], np.int64)
+        s0 = np.array([seg.step0 for seg in segs], np.int64)
+        s1 = np.array([seg.step1 for seg in segs], np.int64)
         obs = [_column_texts(sink, col, o0, o1, f"{where} observations")
                for col in batch.observations]
         act = [_column_texts(sink, col, s0, s1, f"{where} actions") for col in batch.actions]
@@ -632,12 +632,12 @@ class BatchWriter:
         for k, seg, seg_infos, obs_t, act_t, rew_t, term_t, trunc_t in zip(
                 range(first, first + len(segs)), segs, batch.segment_infos(), obs_texts,
                 act_texts, rewards, terms, truncs):
-            part = seg["part"]
-            end = seg["end"]
-            rows = seg["info1"] - seg["info0"]
-            seed = seg["seed"] if part == 0 else None
-            options = seg["options"] if part == 0 else None
-            sub_env = seg["sub_env"]
+            part = seg.part
+            end = seg.end
+            rows = seg.info1 - seg.info0
+            seed = seg.seed if part == 0 else None
+            options = seg.options if part == 0 else None
+            sub_env = seg.sub_env
             # One f-string per entry (see "Batch" in the format specification): batches of
             # short episodes hold thousands of entries.
             infos = ('{"rows":%d,"keys":[]}' % rows) if not seg_infos else _text(
@@ -645,13 +645,13 @@ class BatchWriter:
             opts = "null" if options is None else _text(
                 encode_value(options, sink, f"{where} entry {k} options"))
             append(
-                f'{{"index":{k},"episode":{seg["episode"]:d},"part":{part:d},'
+                f'{{"index":{k},"episode":{seg.episode:d},"part":{part:d},'
                 f'"continues":{"false" if end is not None else "true"},'
-                f'"steps":{seg["step1"] - seg["step0"]:d},"observations":{obs_t},'
+                f'"steps":{seg.step1 - seg.step0:d},"observations":{obs_t},'
                 f'"actions":{act_t},"rewards":{rew_t},"terminations":{term_t},'
                 f'"truncations":{trunc_t},"infos":{infos},'
                 f'"seed":{"null" if seed is None else int(seed)},"options":{opts},'
                 f'"end":{"null" if end is None else _quoted(end)},'
                 f'"sub_env":{"null" if sub_env is None else int(sub_env)}'
-                f'{_NO_RESET if seg["no_reset"] else ""}}}')
+                f'{_NO_RESET if seg.no_reset else ""}}}')
         return out
