@@ -40,6 +40,74 @@ EXTRA_ROWS_MIN = 8
 # observation), so a batch is full when fewer than this many per sub-env are left.
 EXTRA_SLOTS_PER_STEP = 2
 
+def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout, n: int,
+                   what: str) -> list[Any]:
+    """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays or lists,
+    checked."""
+    try:
+        values = [value] if flatten is None else flatten(value)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
+    out = []
+    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+        if not isinstance(leaf, ArrayLeaf):
+            if len(v) != n:
+                raise UnsupportedValueError(
+                    f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
+            out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
+            continue
+        if type(v) is not np.ndarray:
+            v = np.asarray(v)
+        if v.dtype.hasobject or v.dtype.kind not in "biufc":
+            raise UnsupportedValueError(
+                f"{what} leaf {j}: dtype {v.dtype} does not fit the space's {leaf.dtype} leaf")
+        if v.shape != (n, *leaf.shape):
+            raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected "
+                                        f"{(n, *leaf.shape)} ({n} sub-envs)")
+        out.append(v)
+    return out
+
+def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout,
+                   where: str) -> list[Any]:
+    """Flattens one sub-env's observation into per-leaf values, checked and copied."""
+    try:
+        values = [value] if flatten is None else flatten(value)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise UnsupportedValueError(f"{where}: does not match the space ({e})") from e
+    out = []
+    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+        if not isinstance(leaf, ArrayLeaf):
+            out.append(snapshot(v, f"{where} leaf {j}"))
+            continue
+        arr = np.array(v)  # a copy
+        if type(v) in (bool, int, float) and arr.dtype != leaf.dtype:
+            # A Python number: the space's dtype when it holds it exactly (as the vector
+            # env's batched observation would).
+            try:
+                cast = np.array(v, dtype=leaf.dtype)
+            except (OverflowError, ValueError):
+                cast = None
+            if cast is not None and cast.item() == v:
+                arr = cast
+        if arr.dtype.hasobject or arr.dtype.kind not in "biufc" or arr.shape != leaf.shape:
+            raise UnsupportedValueError(f"{where} leaf {j}: {arr.dtype} {arr.shape} does not "
+                                        f"fit the space's {leaf.dtype} {leaf.shape} leaf")
+        out.append(arr)
+    return out
+
+
+def _flat(value: Any, n: int, name: str, dtype: type) -> np.ndarray:
+    """A per-sub-env scalar (reward, flag) as an ``(n,)`` array, checked."""
+    if type(value) is not np.ndarray or value.shape != (n,):
+        value = np.asarray(value)
+        if value.shape != (n,):
+            raise UnsupportedValueError(f"{name}: shape {value.shape}, expected ({n},)")
+    if dtype is np.bool_ and value.dtype != np.bool_:
+        value = value.astype(np.bool_)
+    flat: np.ndarray = value
+    return flat
+
+
 class _Segment:
     """The part of one episode that lies in the batch being filled (one entry when taken)."""
 
@@ -58,6 +126,54 @@ class _Segment:
         self.options = options
         self.end: str | None = None
         self.no_reset = no_reset
+
+
+def _group_rows(ids_flat: np.ndarray, segs: list[_Segment]) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Finds each segment's rows, where ``ids_flat[f]`` is the segment of flat row ``f`` (or -1).
+
+    A stable sort of the rows by segment id groups them, rows in order.
+
+    Returns:
+        (the flat step rows grouped by segment; the flat observation rows likewise, with each
+        segment's reset and final observations in place; each segment's offset into the first,
+        and into the second (``len(segs) + 1`` each); which segments start an episode).
+    """
+    count = len(segs)
+    flat = np.flatnonzero(ids_flat >= 0)
+    ids = ids_flat[flat]
+    steps_idx = flat[np.argsort(ids, kind="stable")]  # grouped by segment, rows in order
+    counts = np.bincount(ids, minlength=count)
+    step_off = np.zeros(count + 1, np.intp)
+    np.cumsum(counts, out=step_off[1:])
+    first = np.array([s.reset_idx is not None for s in segs], np.bool_)
+    resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
+    obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
+    obs_off = np.zeros(count + 1, np.intp)
+    np.cumsum(counts + first, out=obs_off[1:])
+    finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
+    if finals:
+        ks, slots = zip(*finals)
+        obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
+    return steps_idx, obs_idx, step_off, obs_off, first
+
+
+def _entries(segs: list[_Segment], obs_off: list[int], step_off: list[int],
+             seg_infos: list[list[tuple[int, dict[str, Any]]]]) -> tuple[
+        list[Segment], list[tuple[int, dict[str, Any]]]]:
+    """The batch's segments, and its (row, info) pairs counted across the batch, from each
+    segment's row offsets (see :func:`_group_rows`) and infos (rows counted in the segment)."""
+    segments = []
+    infos: list[tuple[int, dict[str, Any]]] = []
+    for k, seg in enumerate(segs):
+        part0 = seg.reset_idx is not None
+        o0, o1 = obs_off[k], obs_off[k + 1]
+        segments.append(Segment(  # (one info a row: info rows are observation rows)
+            seg.episode, seg.part, o0, step_off[k], o0, seg.seed if part0 else None,
+            seg.options if part0 else None, seg.sub_env, seg.no_reset,
+            o1, step_off[k + 1], o1, seg.end))
+        infos.extend((o0 + r, info) for r, info in seg_infos[k])
+    return segments, infos
 
 
 class VectorStepBuffer(ColumnBuffer):
@@ -142,60 +258,6 @@ class VectorStepBuffer(ColumnBuffer):
 
     # -- values --------------------------------------------------------------------------------
 
-    def _vector_leaves(self, value: Any, flatten: Callable[[Any], list[Any]] | None,
-                       layout: Layout, what: str) -> list[Any]:
-        """Flattens a batched value into per-leaf ``(num_envs, ...)`` arrays or lists, checked."""
-        n = self.num_envs
-        try:
-            values = [value] if flatten is None else flatten(value)
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
-        out = []
-        for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
-            if not isinstance(leaf, ArrayLeaf):
-                if len(v) != n:
-                    raise UnsupportedValueError(
-                        f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
-                out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
-                continue
-            if type(v) is not np.ndarray:
-                v = np.asarray(v)
-            if v.dtype.hasobject or v.dtype.kind not in "biufc":
-                raise UnsupportedValueError(
-                    f"{what} leaf {j}: dtype {v.dtype} does not fit the space's {leaf.dtype} leaf")
-            if v.shape != (n, *leaf.shape):
-                raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected "
-                                            f"{(n, *leaf.shape)} ({n} sub-envs)")
-            out.append(v)
-        return out
-
-    def _single_leaves(self, value: Any, where: str) -> list[Any]:
-        """Flattens one sub-env's observation into per-leaf values, checked and copied."""
-        try:
-            values = [value] if self._obs_flatten is None else self._obs_flatten(value)
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise UnsupportedValueError(f"{where}: does not match the space ({e})") from e
-        out = []
-        for j, (leaf, v) in enumerate(zip(self._obs_layout.leaves, values)):
-            if not isinstance(leaf, ArrayLeaf):
-                out.append(snapshot(v, f"{where} leaf {j}"))
-                continue
-            arr = np.array(v)  # a copy
-            if type(v) in (bool, int, float) and arr.dtype != leaf.dtype:
-                # A Python number: the space's dtype when it holds it exactly (as the vector
-                # env's batched observation would).
-                try:
-                    cast = np.array(v, dtype=leaf.dtype)
-                except (OverflowError, ValueError):
-                    cast = None
-                if cast is not None and cast.item() == v:
-                    arr = cast
-            if arr.dtype.hasobject or arr.dtype.kind not in "biufc" or arr.shape != leaf.shape:
-                raise UnsupportedValueError(f"{where} leaf {j}: {arr.dtype} {arr.shape} does not "
-                                            f"fit the space's {leaf.dtype} {leaf.shape} leaf")
-            out.append(arr)
-        return out
-
     def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
         col = cols[j]
         if type(v) is np.ndarray and v.dtype != col.dtype and not np.can_cast(
@@ -218,17 +280,6 @@ class VectorStepBuffer(ColumnBuffer):
         for j, v in enumerate(leaves):
             self._put(self._obs_cols, j, slot, v)
         return slot
-
-    def _flat(self, value: Any, name: str, dtype: type) -> np.ndarray:
-        if type(value) is not np.ndarray or value.shape != (self.num_envs,):
-            value = np.asarray(value)
-            if value.shape != (self.num_envs,):
-                raise UnsupportedValueError(
-                    f"{name}: shape {value.shape}, expected ({self.num_envs},)")
-        if dtype is np.bool_ and value.dtype != np.bool_:
-            value = value.astype(np.bool_)
-        flat: np.ndarray = value
-        return flat
 
     def _infos(self, infos: dict[int, dict[str, Any]] | None, what: str) -> dict[int, dict[str, Any]]:
         if not infos or not self._record_infos:
@@ -290,7 +341,8 @@ class VectorStepBuffer(ColumnBuffer):
             seeds: the seed each sub-env was reset with (None: none).
             options: the options each reset sub-env received.
         """
-        leaves = self._vector_leaves(obs, self._obs_flatten, self._obs_layout, "reset observation")
+        leaves = _vector_leaves(obs, self._obs_flatten, self._obs_layout, self.num_envs,
+                                "reset observation")
         rec = self._infos(infos, "reset info")
         options = snapshot(options, "reset options")
         r = self._row
@@ -329,22 +381,22 @@ class VectorStepBuffer(ColumnBuffer):
         obs0 = self._obs0
         fast_obs = obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
             and obs.shape == self._obs_vshape
-        obs_leaves = None if fast_obs else self._vector_leaves(
-            obs, self._obs_flatten, self._obs_layout, "observation")
+        obs_leaves = None if fast_obs else _vector_leaves(
+            obs, self._obs_flatten, self._obs_layout, n, "observation")
         act0 = self._act0
         fast_act = act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
             and action.shape == self._act_vshape
-        act_leaves = None if fast_act else self._vector_leaves(
-            action, self._act_flatten, self._act_layout, "action")
+        act_leaves = None if fast_act else _vector_leaves(
+            action, self._act_flatten, self._act_layout, n, "action")
         nshape = self._nshape
         if type(reward) is not np.ndarray or reward.shape != nshape:
-            reward = self._flat(reward, "reward", np.float64)
+            reward = _flat(reward, n, "reward", np.float64)
         if type(terminated) is not np.ndarray or terminated.dtype != np.bool_ or \
                 terminated.shape != nshape:
-            terminated = self._flat(terminated, "terminated", np.bool_)
+            terminated = _flat(terminated, n, "terminated", np.bool_)
         if type(truncated) is not np.ndarray or truncated.dtype != np.bool_ or \
                 truncated.shape != nshape:
-            truncated = self._flat(truncated, "truncated", np.bool_)
+            truncated = _flat(truncated, n, "truncated", np.bool_)
         rec = self._infos(infos, "info") if infos else None
         open_ = self._open
         done = terminated | truncated
@@ -358,7 +410,8 @@ class VectorStepBuffer(ColumnBuffer):
                         f"sub-env {i} ended in SAME_STEP autoreset mode, but the vector env gave "
                         "no info['final_obs'] for it")
                 fi = final_infos.get(i) if final_infos else None
-                finals[i] = (self._single_leaves(final_obs[i], f"final observation of sub-env {i}"),
+                finals[i] = (_single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
+                                            f"final observation of sub-env {i}"),
                              self._info(fi, f"final info of sub-env {i}") if fi else None)
         if mode != NEXT_STEP and self._n_open != n:
             for i in np.flatnonzero(~open_).tolist():
@@ -440,23 +493,8 @@ class VectorStepBuffer(ColumnBuffer):
         if n_rows == 0 and not any(s.end is not None for s in segs):
             return None
         n = self.num_envs
-        count = len(segs)
         ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
-        flat = np.flatnonzero(ids_flat >= 0)
-        ids = ids_flat[flat]
-        steps_idx = flat[np.argsort(ids, kind="stable")]  # grouped by segment, rows in order
-        counts = np.bincount(ids, minlength=count)
-        step_off = np.zeros(count + 1, np.intp)
-        np.cumsum(counts, out=step_off[1:])
-        first = np.array([s.reset_idx is not None for s in segs], np.bool_)
-        resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
-        obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
-        obs_off = np.zeros(count + 1, np.intp)
-        np.cumsum(counts + first, out=obs_off[1:])
-        finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
-        if finals:
-            ks, slots = zip(*finals)
-            obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
+        steps_idx, obs_idx, step_off, obs_off, first = _group_rows(ids_flat, segs)
 
         def gather(col: np.ndarray, idx: np.ndarray) -> Any:
             return col[idx].tolist() if col.dtype.hasobject else col[idx]
@@ -466,7 +504,7 @@ class VectorStepBuffer(ColumnBuffer):
         rew_g = self._rew[steps_idx]
         term_g = self._term[steps_idx]
         trunc_g = self._trunc[steps_idx]
-        seg_infos: list[list[Any]] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
+        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
         if self._step_infos:
             where = np.empty(n_rows * n, np.intp)
             where[steps_idx] = np.arange(len(steps_idx))
@@ -477,17 +515,7 @@ class VectorStepBuffer(ColumnBuffer):
                 seg_infos[k].append((r, info))
         # The gathered columns hold each segment's rows one after another: the writer can
         # write them column by column, like a single env's.
-        obs_off_l, step_off_l = obs_off.tolist(), step_off.tolist()
-        segments = []
-        infos: list[tuple[int, dict[str, Any]]] = []
-        for k, seg in enumerate(segs):
-            part0 = seg.reset_idx is not None
-            o0, o1 = obs_off_l[k], obs_off_l[k + 1]
-            segments.append(Segment(  # (one info a row: info rows are observation rows)
-                seg.episode, seg.part, o0, step_off_l[k], o0, seg.seed if part0 else None,
-                seg.options if part0 else None, seg.sub_env, seg.no_reset,
-                o1, step_off_l[k + 1], o1, seg.end))
-            infos.extend((obs_off_l[k] + r, info) for r, info in seg_infos[k])
+        segments, infos = _entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
         # Start the next batch: open episodes go on as their next part.
         for i, open_seg in enumerate(self._segs):
             if open_seg is not None:
@@ -497,4 +525,4 @@ class VectorStepBuffer(ColumnBuffer):
             self._alloc()
         else:
             self._new_batch()
-        return Batch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off_l[-1]))
+        return Batch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off[-1]))
