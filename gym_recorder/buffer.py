@@ -1,7 +1,9 @@
 """Episode buffering: appends steps into preallocated columns and hands out finished batches.
 
 No I/O and no Gymnasium protocol here: the wrapper feeds values in, the batch writer takes
-:class:`Batch` objects out. Each column is preallocated for the batch being filled, so recording a
+:class:`~gym_recorder.batch.Batch` objects out. :class:`ColumnBuffer` is what both buffers share
+(layouts, sizing, column allocation and reuse, widening, infos); :class:`StepBuffer` is the
+single-env front end, :class:`~gym_recorder.vector_buffer.VectorStepBuffer` the vector one. Each column is preallocated for the batch being filled, so recording a
 step is one copy of each observation and action into memory that is reused from batch to batch.
 """
 

@@ -40,14 +40,20 @@ EXTRA_ROWS_MIN = 8
 # observation), so a batch is full when fewer than this many per sub-env are left.
 EXTRA_SLOTS_PER_STEP = 2
 
+
+def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) -> list[Any]:
+    """The leaves of a value (``flatten`` None: the value is the one leaf), or a named error."""
+    try:
+        return [value] if flatten is None else flatten(value)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
+
+
 def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout, n: int,
                    what: str) -> list[Any]:
     """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays or lists,
     checked."""
-    try:
-        values = [value] if flatten is None else flatten(value)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
+    values = _flatten(value, flatten, what)
     out = []
     for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
         if not isinstance(leaf, ArrayLeaf):
@@ -67,13 +73,11 @@ def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layou
         out.append(v)
     return out
 
+
 def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout,
                    where: str) -> list[Any]:
     """Flattens one sub-env's observation into per-leaf values, checked and copied."""
-    try:
-        values = [value] if flatten is None else flatten(value)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise UnsupportedValueError(f"{where}: does not match the space ({e})") from e
+    values = _flatten(value, flatten, where)
     out = []
     for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
         if not isinstance(leaf, ArrayLeaf):
