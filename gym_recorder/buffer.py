@@ -3,8 +3,9 @@
 No I/O and no Gymnasium protocol here: the wrapper feeds values in, the batch writer takes
 :class:`~gym_recorder.batch.Batch` objects out. :class:`ColumnBuffer` is what both buffers share
 (layouts, sizing, column allocation and reuse, widening, infos); :class:`StepBuffer` is the
-single-env front end, :class:`~gym_recorder.vector_buffer.VectorStepBuffer` the vector one. Each column is preallocated for the batch being filled, so recording a
-step is one copy of each observation and action into memory that is reused from batch to batch.
+single-env front end, :class:`~gym_recorder.vector_buffer.VectorStepBuffer` the vector one.
+Each column is preallocated for the batch being filled, so recording a step is one copy of each
+observation and action into memory that is reused from batch to batch.
 """
 
 from __future__ import annotations
