@@ -9,8 +9,10 @@ data goes; recording and reading meet only in the format's modules):
   ``fileio`` (strict JSON, safe opens, CRC-32), ``spaces`` (space descriptions and leaf layout),
   ``errors`` (the named errors).
 - Recording: ``wrapper`` (Gymnasium's reset/step protocol) and ``vector`` (vector envs) ->
-  ``session`` (when to commit) -> ``buffer`` (columns of steps) -> ``batchqueue`` (to the writer
-  thread) -> ``writer`` (.bin, .json, then the manifest); ``envspec`` (the env's spec).
+  ``session`` (when to commit) -> ``buffer`` (columns of steps; ``vector_buffer`` for vector
+  envs, on the same base) -> ``batch`` (the buffer-to-encoder contract) -> ``batchqueue`` (to the
+  writer thread) -> ``encode`` (pure: a batch's .bin bytes and .json text) -> ``writer`` (the
+  thread, retries, fsync, then the manifest); ``envspec`` (the env's spec).
 - Reading: ``storage`` (local or remote bytes) -> ``manifest`` (writers and their batches) ->
   ``decode`` and ``columns`` (a batch checked and decoded; ``outside``: leaves stored outside
   their space) -> ``assemble`` (episode parts) -> ``reader`` (``RecordingReader``), ``episode``
