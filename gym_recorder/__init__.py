@@ -1,6 +1,28 @@
 """gym_recorder: record every Gymnasium interaction to an open, lossless, crash-safe format.
 
 The format is specified in :mod:`gym_recorder.format`.
+
+Where each step of an observation's path lives (one module, one job; an arrow is the way the
+data goes; recording and reading meet only in the format's modules):
+
+- The format: ``format`` (the specification and its rules), ``values`` (VALUE encoding),
+  ``fileio`` (strict JSON, safe opens, CRC-32), ``spaces`` (space descriptions and leaf layout),
+  ``errors`` (the named errors).
+- Recording: ``wrapper`` (Gymnasium's reset/step protocol) and ``vector`` (vector envs) ->
+  ``session`` (when to commit) -> ``buffer`` (columns of steps; ``vector_buffer`` for vector
+  envs, on the same base) -> ``batch`` (the buffer-to-encoder contract) -> ``batchqueue`` (to the
+  writer thread) -> ``encode`` (pure: a batch's .bin bytes and .json text) -> ``writer`` (the
+  thread, retries, fsync, then the manifest); ``envspec`` (the env's spec).
+- Reading: ``storage`` (local or remote bytes) -> ``manifest`` (writers and their batches) ->
+  ``decode`` and ``columns`` (a batch checked and decoded; ``outside``: leaves stored outside
+  their space) -> ``assemble`` (episode parts) -> ``reader`` (``RecordingReader``), ``episode``
+  (what it hands out), ``legacy`` (gym-recording files), ``envgroups``, ``batches``;
+  ``integrity`` (verify and repair, with ``_checks``, ``_repair``, ``_salvage``).
+- Using a recording: ``selection``, ``sampling``, ``transitions``, ``datasets`` (training),
+  ``export`` (summary, npz, plot, video), ``parquet``, ``minari_io``, ``cloud``, ``ray`` and
+  ``ray_record``, ``view`` (the browser viewer); ``record``, ``replay``, ``vector_replay`` and
+  ``compare`` (record with a policy, replay and compare).
+- The command line: ``cli`` (parser, ``main``), ``cli_record``, ``cli_inspect``, ``cli_output``.
 """
 
 from ._version import __version__

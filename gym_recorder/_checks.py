@@ -8,14 +8,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import format
+from . import fileio
 from .errors import FormatError
-from .format import FORMAT_NAME, FORMAT_VERSION, batch_stem, open_regular, parse_ref, read_json_file
+from .fileio import open_regular, read_json_file
+from .format import FORMAT_NAME, FORMAT_VERSION, MAX_NESTING, batch_stem, parse_ref
 
 __all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE"]
 
 # Bytes read at a time when checksumming an array, so that a huge array needs no huge buffer.
 CRC_CHUNK_BYTES = 1 << 24
+# How deep verify walks a batch's JSON looking for array references: a VALUE sits about 8 levels
+# down in a batch and nests at most MAX_NESTING itself, so this is far deeper than any batch we
+# write, and still bounds the recursion on a hostile file.
+MAX_WALK_DEPTH = 4 * MAX_NESTING
 # Problems reported per batch file at most (a batch whose .bin is gone would else list every array).
 MAX_PROBLEMS_PER_FILE = 20
 
@@ -27,7 +32,7 @@ MAX_PROBLEMS_PER_FILE = 20
 def _walk_refs(obj: Any, where: str, out: list[tuple[dict[str, Any], str]],
                depth: int = 0) -> None:
     """Collects every array reference (``{"__type": "ndarray", ...}``) inside a JSON value."""
-    if depth > 4 * 64:  # far deeper than any batch we write; refuse to recurse further
+    if depth > MAX_WALK_DEPTH:
         raise FormatError(f"{where}: nested too deeply")
     if isinstance(obj, dict):
         if obj.get("__type") == "ndarray":
@@ -47,7 +52,7 @@ def _crc_of(fd: int, offset: int, size: int) -> int | None:
         data = os.pread(fd, min(size, CRC_CHUNK_BYTES), offset)
         if not data:
             return None
-        crc = format.crc32(data, crc)
+        crc = fileio.crc32(data, crc)
         offset += len(data)
         size -= len(data)
     return crc
@@ -111,7 +116,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     except FormatError as e:
         check.add(json_name, str(e).removeprefix(f"{json_name}: "))
         return check
-    if listed is not None and format.crc32(data) != listed.get("json_crc32"):
+    if listed is not None and fileio.crc32(data) != listed.get("json_crc32"):
         check.add(json_name, "CRC-32 of the file does not match the manifest")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         check.add(json_name, "a batch must be an object with an 'episodes' list")
@@ -193,7 +198,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     if check.ok:
         check.info = {"first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
                       "json_size": len(data), "bin_size": bin_size,
-                      "json_crc32": format.crc32(data), "steps": steps, "episodes": episodes}
+                      "json_crc32": fileio.crc32(data), "steps": steps, "episodes": episodes}
     return check
 
 

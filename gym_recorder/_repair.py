@@ -16,7 +16,8 @@ from ._checks import _BatchCheck, _check_batch
 from ._salvage import salvage_runs, write_batch
 from .errors import FormatError, RecorderError
 from .format import BATCH_NAME_RE as _BATCH_NAME_RE
-from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, dumps, read_json_file
+from .fileio import dumps, read_json_file
+from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, manifest_name
 
 __all__ = ["repair", "REPAIR_FOLDER_PREFIX"]
 
@@ -160,7 +161,7 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
     take their names written, and the manifest committed once more).
     """
     actions: list[str] = []
-    manifest = prefix + MANIFEST_SUFFIX
+    manifest = manifest_name(prefix)
     manifest_path = os.path.join(directory, manifest)
     old: Any = None
     old_problem = "missing"

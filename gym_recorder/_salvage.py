@@ -17,7 +17,8 @@ from typing import Any
 
 import atomicwrites
 
-from .format import ALIGNMENT, batch_stem, dumps
+from .fileio import dumps
+from .format import ALIGNMENT, batch_stem
 
 __all__ = ["salvage_runs", "write_batch"]
 

@@ -1,8 +1,11 @@
 """Episode buffering: appends steps into preallocated columns and hands out finished batches.
 
 No I/O and no Gymnasium protocol here: the wrapper feeds values in, the batch writer takes
-:class:`Batch` objects out. Each column is preallocated for the batch being filled, so recording a
-step is one copy of each observation and action into memory that is reused from batch to batch.
+:class:`~gym_recorder.batch.Batch` objects out. :class:`ColumnBuffer` is what both buffers share
+(layouts, sizing, column allocation and reuse, widening, infos); :class:`StepBuffer` is the
+single-env front end, :class:`~gym_recorder.vector_buffer.VectorStepBuffer` the vector one.
+Each column is preallocated for the batch being filled, so recording a step is one copy of each
+observation and action into memory that is reused from batch to batch.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from .batch import Batch, Segment
 from .errors import OutsideSpaceWarning, UnsupportedValueError
 from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
 
-__all__ = ["Batch", "StepBuffer", "snapshot", "record_info",
+__all__ = ["Batch", "Segment", "StepBuffer", "snapshot", "record_info",
            "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
 
 # A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
@@ -95,87 +99,6 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
     return copied
 
 
-class Batch:
-    """One batch of consecutive entries (episodes or parts of episodes), kept as columns.
-
-    Handing the columns over costs the stepping thread nothing per episode; the writer writes
-    each column in one piece (see :mod:`gym_recorder.writer`).
-
-    Attributes:
-        segments: one dict per entry, in order: ``obs0``/``obs1``, ``step0``/``step1`` and
-            ``info0``/``info1`` (its rows in the columns; each entry's rows follow the previous
-            entry's), ``episode``, ``part``, ``end`` (None while the episode continues),
-            ``seed``, ``options``, ``sub_env``, ``no_reset``.
-        observations: per observation leaf, its column: an array, or a list of values for a
-            leaf that does not stack.
-        actions: per action leaf, its column.
-        rewards: float64 column; terminations, truncations: bool columns.
-        infos: sparse (row, info) pairs, rows counted across the batch, ascending.
-        steps: transitions in the batch.
-        entries: number of entries.
-        new_episodes: entries that start an episode (``part`` == 0).
-    """
-
-    def __init__(self, segments: list[dict[str, Any]], observations: list[Any], actions: list[Any],
-                 rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
-                 infos: list[tuple[int, dict[str, Any]]], steps: int,
-                 release: Callable[[], None] | None = None) -> None:
-        self.segments = segments
-        self.observations = observations
-        self.actions = actions
-        self.rewards = rewards
-        self.terminations = terminations
-        self.truncations = truncations
-        self.infos = infos
-        self.steps = steps
-        self.entries = len(segments)
-        self.new_episodes = sum(1 for seg in segments if seg["part"] == 0)
-        self._release = release
-
-    def release(self) -> None:
-        """Hands the columns back to the buffer for reuse (call once the batch is written)."""
-        release, self._release = self._release, None
-        self.segments, self.infos = [], []
-        self.observations, self.actions = [], []
-        if release is not None:
-            release()
-
-    def segment_infos(self) -> list[list[tuple[int, dict[str, Any]]]]:
-        """The sparse infos of each entry, with rows counted from the entry's first row."""
-        out = []
-        infos = self.infos
-        k = 0
-        for seg in self.segments:
-            i0, i1 = seg["info0"], seg["info1"]
-            mine = []
-            while k < len(infos) and infos[k][0] < i1:
-                mine.append((infos[k][0] - i0, infos[k][1]))
-                k += 1
-            out.append(mine)
-        return out
-
-
-class _Columns:
-    """One set of preallocated columns, with capacity for ``steps`` steps."""
-
-    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
-        self.steps = steps
-        self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
-        # Per leaf: a preallocated array, or a list of values (leaves stored as values).
-        self.obs: list[Any] = [np.empty((self.obs_rows, *leaf.shape), leaf.dtype)
-                    if isinstance(leaf, ArrayLeaf) else [] for leaf in obs_layout.leaves]
-        self.act: list[Any] = [np.empty((steps, *leaf.shape), leaf.dtype)
-                    if isinstance(leaf, ArrayLeaf) else [] for leaf in act_layout.leaves]
-
-    def reset_lists(self) -> None:
-        for col in self.obs:
-            if type(col) is list:
-                col.clear()
-        for col in self.act:
-            if type(col) is list:
-                col.clear()
-
-
 def steps_for_target(target_bytes: int, bytes_per_step: float) -> int:
     """How many steps a batch buffers to come out near ``target_bytes``, within the bounds."""
     steps = int(target_bytes / max(bytes_per_step, 1.0))
@@ -197,7 +120,124 @@ def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:
     return total
 
 
-class StepBuffer:
+class ColumnBuffer:
+    """What the single-env and the vector-env buffers share: layouts, columns, sizing and infos.
+
+    A buffer fills preallocated columns (one per observation and action leaf) for the batch
+    being filled, sized for about ``target_batch_bytes`` per batch, and hands them out as a
+    :class:`Batch`. Subclasses say how rows are addressed (:class:`StepBuffer`: one row per step;
+    :class:`~gym_recorder.vector_buffer.VectorStepBuffer`: one row per sub-env and vector step).
+
+    Args:
+        obs_layout: layout of the (single) observation space.
+        act_layout: layout of the (single) action space.
+        target_batch_bytes: aim for batches of about this many bytes.
+        record_infos: keep the info dicts.
+        info_filter: called with each non-empty info dict; returns the dict to record.
+        per_row: steps per row of the capacity (1; the vector buffer's ``num_envs``).
+    """
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
+                 record_infos: bool, info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None,
+                 per_row: int = 1) -> None:
+        self._obs_layout = obs_layout
+        self._act_layout = act_layout
+        self._obs_flatten = None if obs_layout.single else obs_layout.flattener()
+        self._act_flatten = None if act_layout.single else act_layout.flattener()
+        self._target = target_batch_bytes
+        self._record_infos = record_infos
+        self._info_filter = info_filter
+        self._per_row = per_row
+        self.episodes_started = 0
+        self._pool: list[Any] = []  # column sets handed back by written batches, for reuse
+        # Rows of the next batches (steps of a single env, vector steps of a vector env).
+        self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
+        self._cap = self._capacity  # rows of the batch being filled
+        self._obs_cols: list[Any] = []
+        self._act_cols: list[Any] = []
+        self._obs0: np.ndarray | None = None  # the one column of a single-leaf space, if stacked
+        self._act0: np.ndarray | None = None
+
+    # -- sizing ----------------------------------------------------------------------------
+
+    def _capacity_for(self, bytes_per_step: float) -> int:
+        return max(MIN_BATCH_STEPS,
+                   steps_for_target(self._target, bytes_per_step) // self._per_row)
+
+    def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
+        """Adapts the next batches' capacity to the bytes per step actually written.
+
+        Called from the writer thread; the new size takes effect when the next batch starts, and
+        only when the estimate moves by more than a quarter, so that columns are reused.
+        """
+        if steps <= 0:
+            return
+        new = self._capacity_for(bytes_written / steps)
+        if worth_resizing(self._capacity, new):
+            self._capacity = new
+            self._pool.clear()
+
+    @property
+    def capacity(self) -> int:
+        """How many rows (steps; vector steps and resets) the batch being filled holds."""
+        return self._cap
+
+    # -- columns ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any]) -> list[Any]:
+        """Per leaf, a preallocated array of ``rows`` rows, or ``values()`` for a leaf that
+        does not stack."""
+        return [np.empty((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
+                else values() for leaf in layout.leaves]
+
+    def _fits(self, obs_cols: list[Any], act_cols: list[Any]) -> bool:
+        """True when no array column was widened (each has its leaf's dtype)."""
+        return all(type(c) is list or c.dtype.hasobject or c.dtype == leaf.dtype
+                   for c, leaf in zip(obs_cols + act_cols,
+                                      self._obs_layout.leaves + self._act_layout.leaves))
+
+    def _widen(self, cols: list[Any], j: int, dtype: np.dtype[Any]) -> np.ndarray:
+        """Widens array column ``j`` of ``cols`` to ``dtype`` for the batch being filled, so that
+        a value that does not fit the space's dtype is kept exactly."""
+        with np.errstate(invalid="ignore"):  # (rows not written yet hold garbage)
+            col: np.ndarray = cols[j].astype(dtype)
+        cols[j] = col
+        if j == 0:
+            if cols is self._obs_cols and self._obs_layout.single:
+                self._obs0 = col
+            elif cols is self._act_cols and self._act_layout.single:
+                self._act0 = col
+        return col
+
+    # -- infos -----------------------------------------------------------------------------
+
+    def _info(self, info: Any, where: str) -> dict[str, Any] | None:
+        if not self._record_infos or not info:
+            return None
+        return record_info(info, self._info_filter, where)
+
+
+class _Columns:
+    """One set of preallocated columns, with capacity for ``steps`` steps."""
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
+        self.steps = steps
+        self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
+        # Per leaf: a preallocated array, or a list of values (leaves stored as values).
+        self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list)
+        self.act = ColumnBuffer._alloc_leaves(act_layout, steps, list)
+
+    def reset_lists(self) -> None:
+        for col in self.obs:
+            if type(col) is list:
+                col.clear()
+        for col in self.act:
+            if type(col) is list:
+                col.clear()
+
+
+class StepBuffer(ColumnBuffer):
     """Buffers the steps of one environment into batches of bounded size.
 
     The owner calls :meth:`start_episode` at each reset and :meth:`add_step` at each step, checks
@@ -216,17 +256,8 @@ class StepBuffer:
     def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
                  record_infos: bool = True,
                  info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
-        self._info_filter = info_filter
-        self._obs_layout = obs_layout
-        self._act_layout = act_layout
-        self._obs_flatten = None if obs_layout.single else obs_layout.flattener()
-        self._act_flatten = None if act_layout.single else act_layout.flattener()
-        self._target = target_batch_bytes
-        self._record_infos = record_infos
-        self._pool: list[_Columns] = []
-        self.episodes_started = 0
-        self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
-        self._open_episode: dict[str, Any] | None = None
+        super().__init__(obs_layout, act_layout, target_batch_bytes, record_infos, info_filter)
+        self._open_episode: Segment | None = None
         self._last_obs: list[Any] | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
         self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
@@ -239,39 +270,13 @@ class StepBuffer:
         StepBuffer.__init__(self, self._obs_layout, self._act_layout, self._target,
                             self._record_infos, self._info_filter)
 
-    # -- sizing ----------------------------------------------------------------------------
-
-    def _capacity_for(self, bytes_per_step: float) -> int:
-        return steps_for_target(self._target, bytes_per_step)
-
-    def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
-        """Adapts the next batches' capacity to the bytes per step actually written.
-
-        Capacity changes only when the estimate moves by more than a quarter, so that column
-        memory can be reused from batch to batch.
-        """
-        if steps <= 0:
-            return
-        new = self._capacity_for(bytes_written / steps)
-        if worth_resizing(self._capacity, new):
-            self._capacity = new
-            self._pool.clear()
-
-    @property
-    def capacity(self) -> int:
-        """How many steps the batch being filled holds."""
-        return self._cols.steps
-
     # -- columns ---------------------------------------------------------------------------
 
     def _new_columns(self) -> None:
         cols = None
         while self._pool:
             candidate = self._pool.pop()
-            if candidate.steps == self._capacity and all(
-                    type(c) is list or c.dtype == leaf.dtype
-                    for c, leaf in zip(candidate.obs + candidate.act,
-                                       self._obs_layout.leaves + self._act_layout.leaves)):
+            if candidate.steps == self._capacity and self._fits(candidate.obs, candidate.act):
                 cols = candidate
                 break
         if cols is None:
@@ -287,7 +292,7 @@ class StepBuffer:
             else None
         self._act0 = cols.act[0] if self._act_layout.single and type(cols.act[0]) is not list \
             else None
-        self._cap_steps = cols.steps
+        self._cap = cols.steps
         self._cap_obs = cols.obs_rows
         self._obs_shape = self._obs0.shape[1:] if self._obs0 is not None else None
         self._act_shape = self._act0.shape[1:] if self._act0 is not None else None
@@ -303,7 +308,7 @@ class StepBuffer:
         self._truncs: list[bool] = []
         self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
         self._n_info = 0
-        self._segments: list[dict[str, Any]] = []  # episodes (or parts) that lie in this batch
+        self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
 
     @property
     def episode_open(self) -> bool:
@@ -313,7 +318,7 @@ class StepBuffer:
     @property
     def full(self) -> bool:
         """True when the batch being filled has no room for another step."""
-        return self._n_steps >= self._cols.steps or self._n_obs >= self._cols.obs_rows
+        return self._n_steps >= self._cap or self._n_obs >= self._cap_obs
 
     # -- storing values ----------------------------------------------------------------------
 
@@ -342,13 +347,7 @@ class StepBuffer:
                         self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
                                       f"space's {leaf.dtype}; stored as "
                                       f"{np.result_type(col.dtype, arr.dtype)}")
-                    wide = np.result_type(col.dtype, arr.dtype)
-                    with np.errstate(invalid="ignore"):  # (rows not written yet hold garbage)
-                        col = cols[j] = col.astype(wide)
-                    if cols is self._obs_cols and j == 0 and self._obs_layout.single:
-                        self._obs0 = col
-                    if cols is self._act_cols and j == 0 and self._act_layout.single:
-                        self._act0 = col
+                    col = self._widen(cols, j, np.result_type(col.dtype, arr.dtype))
                 v = arr
             if v.shape != col.shape[1:]:
                 # Outside the space (Gymnasium only warns): from now on this leaf is stored as
@@ -391,11 +390,6 @@ class StepBuffer:
 
     # -- the protocol ---------------------------------------------------------------------
 
-    def _info(self, info: Any, where: str) -> dict[str, Any] | None:
-        if not self._record_infos or not info:
-            return None
-        return record_info(info, self._info_filter, where)
-
     def start_episode(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
                       sub_env: int | None = None) -> None:
         """Starts an episode with the reset observation; ends the open one as ``"reset"``."""
@@ -414,9 +408,8 @@ class StepBuffer:
         else:
             self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
                         "observation")
-        seg = {"episode": self.episodes_started, "part": 0, "obs0": self._n_obs,
-               "step0": self._n_steps, "info0": self._n_info, "seed": seed,
-               "options": options, "sub_env": sub_env, "no_reset": no_reset}
+        seg = Segment(self.episodes_started, 0, self._n_obs, self._n_steps, self._n_info, seed,
+                      options, sub_env, no_reset)
         self._n_obs += 1
         if rec_info:
             self._infos.append((self._n_info, rec_info))
@@ -467,20 +460,20 @@ class StepBuffer:
         self._n_steps = i + 1
         if terminated or truncated:
             self.end_episode("terminated" if terminated else "truncated")
-        return i + 1 >= self._cap_steps or n + 1 >= self._cap_obs
+        return i + 1 >= self._cap or n + 1 >= self._cap_obs
 
     def end_episode(self, end: str) -> None:
         """Ends the open episode (if any) with the given reason."""
         seg = self._open_episode
         if seg is None:
             return
-        seg["end"] = end
+        seg.end = end
         self._close_segment(seg)
         self._open_episode = None
         # Remember the final observation, for steps taken without a reset (if the episode has
         # no row in this batch, take() remembered it when it cut the episode).
         # (Only the row is noted here; it is copied out if a batch is taken before it is used.)
-        if self._n_obs > seg["obs0"]:
+        if self._n_obs > seg.obs0:
             self._last_obs_row = self._n_obs - 1
 
     def _remember_last_obs(self, row: int | None = None) -> None:
@@ -494,10 +487,10 @@ class StepBuffer:
             self._remember_last_obs(self._last_obs_row)
         return self._last_obs
 
-    def _close_segment(self, seg: dict[str, Any]) -> None:
-        seg["obs1"] = self._n_obs
-        seg["step1"] = self._n_steps
-        seg["info1"] = self._n_info
+    def _close_segment(self, seg: Segment) -> None:
+        seg.obs1 = self._n_obs
+        seg.step1 = self._n_steps
+        seg.info1 = self._n_info
         self._segments.append(seg)
 
     def take(self) -> Batch | None:
@@ -508,10 +501,10 @@ class StepBuffer:
         """
         open_seg = self._open_episode
         if open_seg is not None:
-            if open_seg["part"] > 0 and self._n_steps == open_seg["step0"]:
+            if open_seg.part > 0 and self._n_steps == open_seg.step0:
                 open_seg = None  # nothing new in a continuing episode yet: nothing to cut
             else:
-                open_seg["end"] = None
+                open_seg.end = None
                 self._close_segment(open_seg)
         if not self._segments:
             return None
@@ -534,10 +527,8 @@ class StepBuffer:
             self._remember_last_obs(self._last_obs_row)
         self._new_columns()
         if open_seg is not None:
-            self._open_episode = {"episode": open_seg["episode"], "part": open_seg["part"] + 1,
-                                  "obs0": 0, "step0": 0, "info0": 0, "seed": None,
-                                  "options": None, "sub_env": open_seg["sub_env"],
-                                  "no_reset": open_seg["no_reset"]}
+            self._open_episode = Segment(open_seg.episode, open_seg.part + 1, 0, 0, 0, None,
+                                         None, open_seg.sub_env, open_seg.no_reset)
         return batch
 
 

@@ -1,9 +1,15 @@
 """The ``gym-recorder`` command line: argument handling over the library, nothing more.
 
 Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
-``repair``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each one's options and
-examples. Exit status 0 means success, 1 an error (one line on stderr, no traceback) or a failed
-check, 2 a usage error, 130 an interrupted ``record`` (what was recorded is kept).
+``repair``, ``view``, ``push``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each
+one's options and examples. Exit status 0 means success, 1 an error (one line on stderr, no
+traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded
+is kept).
+
+This module holds the parser, :func:`main` and how an error is printed; the commands themselves
+are in :mod:`gym_recorder.cli_record` (``record``, ``replay``, ``video``: they run an env) and
+:mod:`gym_recorder.cli_inspect` (the others: they read, check, export or move a recording), and
+what they share in :mod:`gym_recorder.cli_output`.
 """
 
 from __future__ import annotations
@@ -11,46 +17,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
-import signal
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._version import __version__
-from .errors import RecorderError
+from .cli_inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
+                          cmd_verify, cmd_view)
+from .cli_output import EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
+from .cli_record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
+from .errors import CommandError, RecorderError
+from .export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
+from .parquet import DEFAULT_MAX_FILE_BYTES
+from .view import DEFAULT_HOST, DEFAULT_PORT
+from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
 
 __all__ = ["main", "build_parser"]
 
-PROG = "gym-recorder"
-# Exit statuses (sysexits-like conventions of Python CLIs; 130 = 128 + SIGINT as shells report).
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_INTERRUPTED = 130
 # Episodes shown by `info` unless --limit says otherwise (the first and last halves).
 DEFAULT_TABLE_LIMIT = 20
-# Seeds drawn when --seed is not given: below 2**31 so that every env's seeding accepts them.
-RANDOM_SEED_BOUND = 2**31
-# How often the progress bar is updated, and how often its MB figure re-scans the directory
-# (seconds): often enough to look live, rarely enough to cost nothing per step.
-PROGRESS_UPDATE_INTERVAL = 0.1
-PROGRESS_BYTES_INTERVAL = 0.5
-# Without tqdm, a plain progress line on a terminal's stderr this often (seconds).
-PLAIN_PROGRESS_INTERVAL = 3.0
-MB = 1_000_000
-
-
-class CommandError(RecorderError):
-    """A command cannot do what was asked (reported as one line on stderr)."""
-
-
-# -- helpers -------------------------------------------------------------------------------------
-
-def _say(args: argparse.Namespace, text: str = "") -> None:
-    if not args.quiet:
-        print(text)
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -102,213 +88,6 @@ def _pixels(text: str) -> tuple[int, int]:
     return w, h
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6g}"
-
-
-def _count(n: int, word: str, plural: str | None = None) -> str:
-    """``1 episode``, ``2 episodes``, ``1,000 steps``."""
-    return f"{n:,} {word if n == 1 else plural or word + 's'}"
-
-
-def _action_text(action: Any) -> str:
-    import numpy as np
-
-    if isinstance(action, np.ndarray):
-        return np.array2string(action, threshold=20, separator=", ")
-    return str(action) if isinstance(action, (int, float, np.generic)) else repr(action)
-
-
-class _CheckedPolicy:
-    """The user's policy, remembering its last action so a bad one can be named."""
-
-    def __init__(self, policy: Any, spec: str) -> None:
-        self.policy = policy
-        self.spec = spec
-        self.last: Any = None
-        self.calls = 0
-
-    def __call__(self, observation: Any) -> Any:
-        try:
-            self.last = self.policy(observation)
-        except Exception as e:  # noqa: BLE001  (the user's code: say whose error it is)
-            raise CommandError(f"policy {self.spec} raised {type(e).__name__}: {e}") from e
-        self.calls += 1
-        return self.last
-
-    def explain(self, args: argparse.Namespace) -> CommandError | None:
-        """If the last action is not in the env's action space: the error that says so."""
-        if not self.calls:
-            return None
-        from .replay import make_env
-
-        try:
-            env = make_env(args.env_id, args.env_kwargs, num_envs=args.num_envs)
-        except Exception:  # noqa: BLE001  (the original error is reported instead)
-            return None
-        try:
-            space = env.action_space
-            try:
-                inside = bool(space.contains(self.last))
-            except Exception:  # noqa: BLE001  (a value the space cannot even compare)
-                inside = False
-        finally:
-            env.close()
-        if inside:
-            return None
-        return CommandError(f"policy returned {_action_text(self.last)}, which is not in "
-                            f"{space}")
-
-
-class _StopOnInterrupt:
-    """Turns the first Ctrl-C into a flag the recording loop polls; a second one interrupts."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, self._previous)
-
-    def __enter__(self) -> _StopOnInterrupt:
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread: Ctrl-C raises KeyboardInterrupt as usual
-            self._previous = None
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-
-class _Progress:
-    """A tqdm bar on stderr: steps, steps/s, episodes and MB written (none if tqdm is missing,
-    with --quiet, or when stderr is not a terminal)."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.bar: Any = None
-        self.plain = False  # no tqdm: a plain line every PLAIN_PROGRESS_INTERVAL seconds
-        self.episodes_total = args.episodes
-        self.steps_total = args.steps
-        self._next_bytes = 0.0
-        self._next_update = 0.0
-        self._mb = 0.0
-        self._start = time.monotonic()
-        if args.quiet:
-            return
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            self.plain = sys.stderr.isatty()
-            self._next_update = self._start + PLAIN_PROGRESS_INTERVAL
-            return
-        self.bar = tqdm(total=args.steps, unit="step", desc="recording", file=sys.stderr,
-                        disable=None, dynamic_ncols=True, leave=False)
-
-    def __call__(self, status: Any) -> None:
-        if self.plain:
-            self._plain(status)
-            return
-        bar = self.bar
-        if bar is None or bar.disable:
-            return
-        now = time.monotonic()
-        if now < self._next_update:
-            return
-        self._next_update = now + PROGRESS_UPDATE_INTERVAL
-        if now >= self._next_bytes:
-            from .replay import writer_bytes
-
-            self._next_bytes = now + PROGRESS_BYTES_INTERVAL
-            self._mb = writer_bytes(status.directory, status.prefix) / MB
-        total = f"/{self.episodes_total}" if self.episodes_total else ""
-        bar.set_postfix_str(f"episodes={status.episodes}{total}, {self._mb:.2f} MB written",
-                            refresh=False)
-        bar.update(status.steps - bar.n)
-
-    def _plain(self, status: Any) -> None:
-        now = time.monotonic()
-        if now < self._next_update:
-            return
-        from .replay import writer_bytes
-
-        self._next_update = now + PLAIN_PROGRESS_INTERVAL
-        mb = writer_bytes(status.directory, status.prefix) / MB
-        steps = f"{status.steps:,}" + (f"/{self.steps_total:,}" if self.steps_total else "")
-        episodes = f"{status.episodes:,}" + (f"/{self.episodes_total:,}"
-                                             if self.episodes_total else "")
-        rate = status.steps / max(now - self._start, 1e-9)
-        noun = "episode" if episodes == "1" else "episodes"
-        print(f"{PROG} record: {steps} steps, {episodes} {noun}, {mb:.2f} MB written, "
-              f"{rate:,.0f} steps/s", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-# -- commands ------------------------------------------------------------------------------------
-
-def cmd_record(args: argparse.Namespace) -> int:
-    from .replay import load_policy, record_env, writer_bytes
-
-    policy = _CheckedPolicy(load_policy(args.policy), args.policy) if args.policy else None
-    if args.episodes is None and args.steps is None:
-        args.episodes = 10
-    seed = args.seed if args.seed is not None else secrets.randbelow(RANDOM_SEED_BOUND)
-    recorder_kwargs: dict[str, Any] = {"target_batch_bytes": args.target_batch_bytes,
-                                       "flush_interval": args.flush_interval}
-    if args.file_prefix:
-        recorder_kwargs["file_prefix"] = args.file_prefix
-    if args.num_envs is not None:
-        try:
-            from . import vector  # noqa: F401  (imported lazily: only vector recording needs it)
-        except ImportError as e:
-            raise CommandError(f"--num-envs needs gym_recorder.vector, which cannot be imported "
-                               f"({e})") from e
-    _import_modules(args)
-    progress = _Progress(args)
-    try:
-        with _StopOnInterrupt() as stop:
-            status = record_env(args.env_id, args.directory, policy=policy,
-                                episodes=args.episodes, steps=args.steps, seed=seed,
-                                num_envs=args.num_envs, env_kwargs=args.env_kwargs,
-                                recorder_kwargs=recorder_kwargs, on_step=progress,
-                                should_stop=lambda: stop.requested)
-    except Exception as e:
-        better = policy.explain(args) if policy is not None and not isinstance(
-            e, CommandError) else None
-        if better is not None:
-            raise better from e
-        raise
-    finally:
-        progress.close()
-    size = writer_bytes(status.directory, status.prefix)
-    unfinished = (f" + {status.unfinished} unfinished (end 'close')"
-                  if status.unfinished else "")
-    what = (f"{_count(status.episodes, 'episode')}{unfinished}, "
-            f"{_count(status.steps, 'step')} of {args.env_id} "
-            f"into {args.directory} (seed {seed}, {size:,} bytes, writer {status.prefix})")
-    if status.interrupted:
-        print(f"{PROG} record: interrupted; kept {what}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    _say(args, f"recorded {what}")
-    return EXIT_OK
-
-
-def _import_modules(args: argparse.Namespace) -> None:
-    """Imports the ``--import`` modules (packages that register envs or define wrappers)."""
-    from .envspec import import_modules
-    from .replay import ReplayError
-
-    try:
-        import_modules(args.imports)
-    except ImportError as e:
-        raise ReplayError(str(e)) from e
-
-
 def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
     """--import (record, replay, video) and --env-kwargs (replay, video)."""
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
@@ -319,228 +98,6 @@ def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
                        help="env keyword arguments the recording could not keep (or to "
                             "override), as a JSON object")
 
-
-def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
-    """info's lines for each env of a directory that holds several."""
-    lines = []
-    for g in envs:
-        lines += [
-            f"  env id           {g['env_id'] or '-'}",
-            f"    observation    {g['observation_space'] or '-'}",
-            f"    action         {g['action_space'] or '-'}",
-            f"    episodes       {g['episodes']:,}, steps {g['steps']:,}, writers "
-            f"{', '.join(map(str, g['writers']))}",
-            f"    total_reward   mean {_fmt(g['total_reward_mean'])}, "
-            f"min {_fmt(g['total_reward_min'])}, max {_fmt(g['total_reward_max'])}",
-            "    ends           " + (", ".join(f"{k} {v}" for k, v in g["ends"].items()) or "-"),
-        ]
-    return lines
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    from .export import summarize
-
-    s = summarize(args.directory)
-    if not s["writers"]:
-        raise CommandError(f"no recording in {args.directory}")
-    if args.json:
-        print(json.dumps(s, indent=2, allow_nan=False))
-        return EXIT_OK
-    if args.quiet:
-        return EXIT_OK
-    lines = [
-        f"directory          {s['directory']}",
-        f"env id             {s['env_id'] or '-'}",
-        f"observation space  {s['observation_space'] or '-'}",
-        f"action space       {s['action_space'] or '-'}",
-        f"episodes           {s['episodes']:,}",
-        f"steps              {s['steps']:,}",
-        f"total_reward       mean {_fmt(s['total_reward_mean'])}, "
-        f"min {_fmt(s['total_reward_min'])}, max {_fmt(s['total_reward_max'])}",
-        "ends               " + (", ".join(f"{k} {v}" for k, v in s["ends"].items()) or "-"),
-        f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
-        f"writers            {len(s['writers'])}",
-    ]
-    if len(s.get("envs", ())) > 1:
-        lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
-    for k, w in enumerate(s["writers"]):
-        state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
-        vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
-        lines.append(f"  {k:>3}  {w['prefix']}  {_count(w['episodes'], 'episode')}, "
-                     f"{_count(w['batches'], 'batch', 'batches')}, {state}{vector}")
-    print("\n".join(lines))
-    rows = s["episode_table"]
-    if not rows:
-        return EXIT_OK
-    limit = args.limit if args.limit else len(rows)
-    shown = rows if len(rows) <= limit else rows[: (limit + 1) // 2] + [None] + rows[
-        len(rows) - limit // 2:]
-    header = ("episode", "length", "total_reward", "end", "seed", "sub_env", "writer")
-    table: list[tuple[str, ...]] = [header]
-    for r in shown:
-        if r is None:
-            table.append(("...",) + ("",) * (len(header) - 1))
-            continue
-        table.append((str(r["index"]), str(r["length"]), _fmt(r["total_reward"]), r["end"] or "-",
-                      "-" if r["seed"] is None else str(r["seed"]),
-                      "-" if r["sub_env"] is None else str(r["sub_env"]), str(r["writer"])))
-    widths = [max(len(row[c]) for row in table) for c in range(len(header))]
-    print()
-    for row in table:
-        print("  ".join(cell.rjust(w) if c not in (3,) else cell.ljust(w)
-                        for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
-    if len(rows) > limit:
-        print(f"({_count(len(rows) - limit, 'episode')} not shown; --limit 0 shows all)")
-    return EXIT_OK
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    from .replay import replay_recording
-
-    counts = {"match": 0, "mismatch": 0, "skipped": 0}
-    first_bad = None
-    for check in replay_recording(args.directory, only=args.episode, env_kwargs=args.env_kwargs,
-                                  imports=args.imports or ()):
-        counts[check.status] += 1
-        where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
-                                            if check.sub_env is not None else "")
-        if check.status == "match":
-            _say(args, f"{where}: match ({_count(check.length, 'step')})")
-        elif check.status == "skipped":
-            _say(args, f"{where}: skipped: {check.message}")
-        else:
-            first_bad = first_bad or check
-            print(f"{where}: MISMATCH at step {check.step} of {check.length} (step 0 is the "
-                  f"reset, 1 the first step): {check.message}")
-    total = sum(counts.values())
-    summary = (f"{_count(total, 'episode')} replayed: {counts['match']} match, "
-               f"{counts['mismatch']} "
-               f"mismatch, {counts['skipped']} skipped")
-    if first_bad is not None:
-        raise CommandError(f"{summary} (first: episode {first_bad.index} at step "
-                           f"{first_bad.step})")
-    if total and not counts["match"]:
-        raise CommandError(f"{summary}: nothing could be checked")
-    _say(args, summary)
-    return EXIT_OK
-
-
-def cmd_plot(args: argparse.Namespace) -> int:
-    from .export import plot_returns, summarize
-
-    s = summarize(args.directory)
-    plot_returns(s, args.output, size=args.size, dpi=args.dpi)
-    _say(args, f"wrote {args.output}: total reward and length of "
-               f"{_count(s['episodes'], 'episode')} "
-               f"({args.size[0]}x{args.size[1]} pixels)")
-    return EXIT_OK
-
-
-def cmd_video(args: argparse.Namespace) -> int:
-    from .export import DEFAULT_FPS, image_leaves, write_video
-    from .reader import RecordingReader
-
-    frames: Any = None
-    with RecordingReader(args.directory) as reader:
-        episode = reader[args.episode]
-        index = episode.index
-        if args.source != "render":
-            leaves = image_leaves(episode.observations)
-            if args.key is not None:
-                leaves = [(k, v) for k, v in leaves if k == args.key.strip("/")]
-                if not leaves:
-                    raise CommandError(f"episode {index} has no uint8 H x W x 3 observation "
-                                       f"leaf {args.key!r}")
-            if leaves:
-                key, frames = leaves[0]
-                source = f"observations{'/' + key if key else ''}"
-            elif args.source == "observations":
-                raise CommandError(f"episode {index}: the observations hold no uint8 H x W x 3 "
-                                   f"images; use --source render")
-    fps = args.fps
-    if frames is None:
-        from .replay import replay_frames
-
-        # rgb_array rendering needs no window; pygame-based envs (classic control) otherwise
-        # probe the display system and print errors on headless machines.
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        check = replay_frames(args.directory, index, env_kwargs=args.env_kwargs,
-                              imports=args.imports or ())
-        frames = check.frames
-        source = "replay with render_mode='rgb_array'"
-        fps = fps or check.render_fps
-        if check.status == "mismatch":
-            print(f"{PROG} video: warning: the replay of episode {index} diverges from the "
-                  f"recording at step {check.step} ({check.message})", file=sys.stderr)
-    fps = fps or DEFAULT_FPS
-    stored = write_video(frames, args.output, fps=fps)
-    merged = (f" ({stored} stored: identical consecutive frames merged, timing kept)"
-              if stored != len(frames) else "")
-    _say(args, f"wrote {args.output}: {_count(len(frames), 'frame')} of episode {index} "
-               f"from {source}, "
-               f"{fps:g} fps{merged}")
-    return EXIT_OK
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from .export import export_npz
-
-    if args.format != "npz" or args.output is None or args.dataset_id is not None:
-        return cmd_export_training(args)
-
-    result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
-    _say(args, f"wrote {result['path']}: {_count(result['episodes'], 'episode')}, "
-               f"{_count(result['steps'], 'step')}")
-    if not args.quiet:
-        width = max(len(k) for k in result["arrays"])
-        for name, (shape, dtype) in result["arrays"].items():
-            print(f"  {name.ljust(width)}  {np.dtype(dtype).name:<8}  {tuple(shape)}")
-    return EXIT_OK
-
-
-def _integrity() -> Any:
-    try:
-        from . import integrity
-    except ImportError as e:
-        raise CommandError(f"gym_recorder.integrity cannot be imported ({e})") from e
-    return integrity
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    problems = _integrity().verify(args.directory)
-    for p in problems:
-        print(f"{p.path}: {p.message}")
-    if problems:
-        raise CommandError(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found "
-                           f"in {args.directory}")
-    _say(args, f"{args.directory}: no problems found")
-    return EXIT_OK
-
-
-def cmd_repair(args: argparse.Namespace) -> int:
-    actions = _integrity().repair(args.directory)
-    for line in actions:
-        _say(args, line)
-    if not actions:
-        _say(args, f"{args.directory}: nothing to repair")
-    return EXIT_OK
-
-
-def cmd_push(args: argparse.Namespace) -> int:
-    from .cloud import push
-
-    result = push(args.directory, args.url, storage_options=args.storage_options,
-                  progress=None if args.quiet else print)
-    _say(args, f"pushed {args.directory} to {result.url}: "
-               f"{_count(result.uploaded, 'file')} uploaded, {result.skipped} already there, "
-               f"{_count(result.manifests, 'manifest')} written, "
-               f"{_count(result.bytes_uploaded, 'byte')}")
-    return EXIT_OK
-
-
-# -- the parser ----------------------------------------------------------------------------------
 
 def _examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
@@ -595,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the recording directory (created if missing)")
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--episodes", "-n", type=_positive_int, metavar="N",
-                      help="stop after this many episodes ended (default 10)")
+                      help=f"stop after this many episodes ended (default {DEFAULT_EPISODES})")
     stop.add_argument("--steps", type=_positive_int, metavar="N",
                       help="stop after this many steps (the open episode ends with 'close')")
     p.add_argument("--seed", type=int, metavar="S",
@@ -609,10 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-envs", type=_positive_int, metavar="K",
                    help="record a vector env of K copies (episodes and steps count all copies; "
                         "the policy gets and returns batches)")
-    p.add_argument("--target-batch-bytes", type=_positive_int, default=5_000_000,
-                   metavar="BYTES", help="aim for batch files of about this size (default 5 MB)")
-    p.add_argument("--flush-interval", type=_positive_float, default=10.0, metavar="SECONDS",
-                   help="commit buffered steps at least this often (default 10)")
+    p.add_argument("--target-batch-bytes", type=_positive_int, default=DEFAULT_TARGET_BATCH_BYTES,
+                   metavar="BYTES", help=f"aim for batch files of about this size (default "
+                                         f"{DEFAULT_TARGET_BATCH_BYTES / MB:g} MB)")
+    p.add_argument("--flush-interval", type=_positive_float, default=DEFAULT_FLUSH_INTERVAL,
+                   metavar="SECONDS", help=f"commit buffered steps at least this often (default "
+                                           f"{DEFAULT_FLUSH_INTERVAL:g})")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
     _add_env_options(p, kwargs=False)
@@ -652,9 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "gym-recorder plot rec -o returns.svg --size 1600x900"))
     p.add_argument("directory", help="the recording directory")
     p.add_argument("--output", "-o", required=True, help="the image file to write")
-    p.add_argument("--size", type=_pixels, default=(1000, 600), metavar="WxH",
-                   help="image size in pixels (default 1000x600)")
-    p.add_argument("--dpi", type=_positive_int, default=100, help="resolution (default 100)")
+    p.add_argument("--size", type=_pixels, default=DEFAULT_PLOT_SIZE, metavar="WxH",
+                   help="image size in pixels (default {}x{})".format(*DEFAULT_PLOT_SIZE))
+    p.add_argument("--dpi", type=_positive_int, default=DEFAULT_PLOT_DPI,
+                   help=f"resolution (default {DEFAULT_PLOT_DPI})")
 
     p = add("video", cmd_video, "film an episode (needs the [video] extra)",
             "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
@@ -669,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episode", "-e", type=int, default=0, metavar="I",
                    help="the episode (default 0; negative counts from the end)")
     p.add_argument("--fps", type=_positive_float,
-                   help="frames per second (default: the env's render_fps, else 30)")
+                   help=f"frames per second (default: the env's render_fps, else "
+                        f"{DEFAULT_FPS:g})")
     p.add_argument("--key", help="the Dict observation leaf holding the images, e.g. 'pixels'")
     p.add_argument("--source", choices=("auto", "observations", "render"), default="auto",
                    help="where frames come from (default auto: observations if they are "
@@ -697,8 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o",
                    help="the file (npz) or folder (parquet) to write; not for minari")
     p.add_argument("--dataset-id", metavar="NS/NAME-vN", help="the Minari dataset id (minari)")
-    p.add_argument("--max-file-bytes", type=_positive_int, metavar="BYTES",
-                   help="largest Parquet file, in bytes of column data (default 256 MiB)")
+    p.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES,
+                   metavar="BYTES",
+                   help=f"largest Parquet file, in bytes of column data (default "
+                        f"{DEFAULT_MAX_FILE_BYTES >> 20} MiB)")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
@@ -716,12 +279,6 @@ def build_parser() -> argparse.ArgumentParser:
             _examples("gym-recorder repair rec && gym-recorder verify rec"))
     p.add_argument("directory", help="the recording directory")
 
-    # -- view: the browser viewer (gym_recorder.view serves it) --
-    def cmd_view(args: argparse.Namespace) -> int:
-        from .view import run
-        return run(args.directory, host=args.host, port=args.port,
-                   open_browser=not args.no_browser)
-
     p = add("view", cmd_view, "look at a recording in the browser",
             "Serve a page that shows the episodes of a recording (table, charts, frames) and "
             "the recording's files, read-only, and open it in the browser. The URL is the first "
@@ -730,10 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
             _examples("gym-recorder view rec",
                       "gym-recorder view rec --port 8000 --no-browser"))
     p.add_argument("directory", help="the recording directory")
-    p.add_argument("--port", type=int, default=8765, metavar="P",
-                   help="the port (default 8765; 0 picks a free one)")
-    p.add_argument("--host", default="127.0.0.1", metavar="H",
-                   help="the address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
+                   help=f"the port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--host", default=DEFAULT_HOST, metavar="H",
+                   help=f"the address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
     p = add("push", cmd_push, "upload a recording to object storage (needs gymnasium-recorder[cloud])",
@@ -753,53 +310,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_directory(directory: str) -> None:
-    """The one message every command gives for a recording directory that is not there."""
-    if not os.path.exists(directory):
-        raise CommandError(f"{directory}: no such directory")
-    if not os.path.isdir(directory):
-        raise CommandError(f"{directory}: not a directory")
-
-
-# -- training formats: Parquet and Minari (gym_recorder.parquet, gym_recorder.minari_io) --------
-
-def cmd_export_training(args: argparse.Namespace) -> int:
-    """``export --format parquet|minari`` (and the missing -o of npz)."""
-    from .export import ExportError
-
-    if args.format == "minari":
-        if args.dataset_id is None or args.output is not None:
-            raise ExportError("--format minari takes --dataset-id NS/NAME-vN and no --output "
-                              "(Minari's root, MINARI_DATASETS_PATH, decides where it goes)")
-        from .minari_io import export_minari
-
-        r = export_minari(args.directory, args.dataset_id)
-        _say(args, f"wrote Minari dataset {r['dataset_id']} at {r['path']}: {r['episodes']} "
-                   f"episodes, {r['steps']} steps")
-        for key, why in r["dropped"].items():
-            _say(args, f"  info {key!r} not exported: {why}")
-        return EXIT_OK
-    if args.output is None or args.dataset_id is not None:
-        raise ExportError(f"--format {args.format} takes --output and no --dataset-id")
-    from .parquet import DEFAULT_MAX_FILE_BYTES, export_parquet
-
-    r = export_parquet(args.directory, args.output,
-                       max_file_bytes=args.max_file_bytes or DEFAULT_MAX_FILE_BYTES)
-    _say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
-               f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
-               f"gym_recorder.json")
-    return EXIT_OK
-
-
-def cmd_import_minari(args: argparse.Namespace) -> int:
-    from .minari_io import import_minari
-
-    r = import_minari(args.dataset, args.directory)
-    _say(args, f"imported {r['episodes']} episodes, {r['steps']} steps of Minari dataset "
-               f"{r['dataset_id']} into {args.directory}")
-    return EXIT_OK
-
-
 def add_training_parsers(add: Any) -> None:
     """Adds ``import-minari`` (``export --format parquet|minari`` extends ``export``)."""
     p = add("import-minari", cmd_import_minari, "read a Minari dataset into a new recording "
@@ -811,6 +321,14 @@ def add_training_parsers(add: Any) -> None:
                       "gym-recorder import-minari ~/.minari/datasets/me/cartpole-v0 rec/cp"))
     p.add_argument("dataset", help="a Minari dataset id or folder")
     p.add_argument("directory", help="the recording directory to create (must not exist)")
+
+
+def _check_directory(directory: str) -> None:
+    """The one message every command gives for a recording directory that is not there."""
+    if not os.path.exists(directory):
+        raise CommandError(f"{directory}: no such directory")
+    if not os.path.isdir(directory):
+        raise CommandError(f"{directory}: not a directory")
 
 
 def _one_line(e: BaseException) -> str:

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import FormatError, RecorderError, StorageError
-from .format import (MANIFEST_SUFFIX, MAX_JSON_BYTES, check_plain_name, loads, open_regular)
+from .fileio import loads, open_regular
+from .format import MANIFEST_SUFFIX, MAX_JSON_BYTES, check_plain_name
 
 __all__ = ["FsspecStorage", "push", "PushResult"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import format as _format
+from . import fileio as _fileio
 from .errors import FormatError
 from .format import ALIGNMENT, ENDS, MAX_DIM, MAX_NDIM, parse_dtype
 from .manifest import Manifest
@@ -192,7 +192,7 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
             or (sizes_a != np.array(rows, dtype=np.int64) * row_bytes).any()
             or (offs_a + sizes_a > file_size).any()):
         return None
-    if verify and any(c is not None and _format.crc32(data[o:o + s]) != c
+    if verify and any(c is not None and _fileio.crc32(data[o:o + s]) != c
                       for o, s, c in zip(offs, sizes, crcs)):
         return None
     if ALIGNMENT % isz == 0:

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from . import format as _format
+from . import fileio as _fileio
 from .errors import ChecksumError, FormatError
-from .format import ArrayRef, decode_value, entry_end, parse_ref
+from .format import ArrayRef, entry_end, parse_ref
 from .manifest import Manifest, read_json
 from .outside import _as_values, _outside_values
 from .spaces import ArrayLeaf, Layout, ValuesLeaf, decode_values_leaf
 from .storage import Storage
+from .values import decode_value
 
 __all__ = ["Batch", "Part", "PartData", "Decoder", "parse_batch", "STACKED", "gc_paused",
            "obs_layout", "act_layout"]
@@ -116,7 +117,7 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
     where = info["fn"]
     with gc_paused():
         data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
-    if not m.legacy and _format.crc32(data) != info["json_crc32"]:
+    if not m.legacy and _fileio.crc32(data) != info["json_crc32"]:
         raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         raise FormatError(f"{where}: a batch must be an object with an 'episodes' list")
@@ -291,7 +292,7 @@ class Decoder:
 
     def check_bytes(self, raw: np.ndarray, ref: ArrayRef, where: str) -> None:
         """Checks an array's raw bytes: CRC-32 when verifying, and that <U holds code points."""
-        if self._verify and ref.crc32 is not None and _format.crc32(raw) != ref.crc32:
+        if self._verify and ref.crc32 is not None and _fileio.crc32(raw) != ref.crc32:
             raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
         if ref.dtype.kind == "U" and ref.size:
             # numpy crashes (SystemError) on any access to a code point beyond U+10FFFF.

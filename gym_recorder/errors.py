@@ -17,6 +17,7 @@ __all__ = [
     "EmptySelectionError",
     "OutputExistsError",
     "UnsupportedSpaceError",
+    "CommandError",
 ]
 
 
@@ -78,3 +79,7 @@ class OutputExistsError(RecorderError, FileExistsError):
 
 class UnsupportedSpaceError(RecorderError, TypeError):
     """A space (ours or a Minari dataset's) cannot be represented in the requested format."""
+
+
+class CommandError(RecorderError):
+    """A ``gym-recorder`` command cannot do what was asked (reported as one line on stderr)."""

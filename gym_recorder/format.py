@@ -1,8 +1,13 @@
-"""The gym_recorder on-disk format, version 1: the specification, and the code both sides share.
+"""The gym_recorder on-disk format, version 1: the specification, and its rules in code.
 
-This docstring is the specification. The writer (:mod:`gym_recorder.writer`) and the reader
-(:mod:`gym_recorder.reader`) meet only in this module. The format version is independent of the
-package version. The key words MUST, MUST NOT, SHOULD and MAY are used as in RFC 2119.
+This docstring is the specification; the code below holds its rules, once: the constants, file
+names and prefixes, dtype strings, validating an array reference (:func:`parse_ref`), the format
+and version check, the checks of a manifest's BATCH, and how an entry ends. Two modules carry out
+the parts of the specification that are encodings rather than rules: :mod:`gym_recorder.values`
+(VALUEs) and :mod:`gym_recorder.fileio` (strict JSON, safe opens, CRC-32). The writer
+(:mod:`gym_recorder.writer`) and the reader (:mod:`gym_recorder.reader`) meet only in these three
+modules. The format version is independent of the package version. The key words MUST, MUST NOT,
+SHOULD and MAY are used as in RFC 2119.
 
 Overview
 ========
@@ -263,6 +268,8 @@ characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
 ``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
 (``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
 (``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.
+A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_SPACE_ELEMENTS`
+(2**32) elements in all; a reader MAY refuse a larger one.
 
 Commit protocol and durability
 ==============================
@@ -324,18 +331,13 @@ terminations and truncations all false (N each), N + 1 empty info dicts, and ``s
 
 from __future__ import annotations
 
-import base64
-import json
-import math
-import os
 import re
-import stat
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .errors import FormatError, UnsupportedValueError
+from .errors import FormatError
 
 __all__ = [
     "FORMAT_NAME",
@@ -345,6 +347,7 @@ __all__ = [
     "MAX_NESTING",
     "MAX_NDIM",
     "MAX_DIM",
+    "MAX_SPACE_ELEMENTS",
     "MANIFEST_SUFFIX",
     "LEGACY_PREFIX",
     "ENDS",
@@ -361,10 +364,6 @@ __all__ = [
     "parse_dtype",
     "ArrayRef",
     "parse_ref",
-    "encode_value",
-    "decode_value",
-    "dumps",
-    "loads",
 ]
 
 FORMAT_NAME = "gym_recorder"
@@ -382,6 +381,10 @@ MAX_NESTING = 64
 MAX_NDIM = 32
 # One dimension larger than this is absurd for an on-disk array (2**48 elements).
 MAX_DIM = 1 << 48
+# A space's shape (Box, MultiDiscrete, MultiBinary) holds at most this many elements (2**32):
+# checked on a description before any array of that shape is built (a Box's bounds are bounded
+# further, by spaces.MAX_BOX_BOUND_BYTES); real spaces are far smaller (an Atari frame: 100,800).
+MAX_SPACE_ELEMENTS = 1 << 32
 MANIFEST_SUFFIX = ".manifest.json"
 LEGACY_PREFIX = "openaigym.trace."
 
@@ -397,7 +400,6 @@ _DTYPE_NAMES = frozenset(
 # Accepted dtype strings, parsed once: a recording uses a handful (bounded against hostile files).
 DTYPE_CACHE_SIZE = 256
 _DTYPE_CACHE: dict[str, np.dtype] = {}
-_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def batch_stem(prefix: str, first: int) -> str:
@@ -545,307 +547,6 @@ def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
     if crc is not None and (type(crc) is not int or not 0 <= crc <= 0xFFFFFFFF):
         _check_int(crc, where, "crc32", 0, 0xFFFFFFFF)
     return ArrayRef(name, dtype, tuple(shape), offset, size, crc)
-
-
-# ---------------------------------------------------------------------------------------------
-# Checksums
-
-
-def _fast_crc32() -> Callable[..., int]:
-    """zlib's CRC-32, from ISA-L when the ``fast`` extra is installed (same values, ~15x faster)."""
-    try:
-        from isal.isal_zlib import crc32
-    except ImportError:
-        import zlib
-
-        return zlib.crc32
-    return crc32
-
-
-class _LazyCrc32:
-    """Resolves the CRC-32 implementation on first use, so importing this module stays light."""
-
-    def __call__(self, data: Any, value: int = 0) -> int:
-        impl = _fast_crc32()
-        globals()["crc32"] = impl
-        return impl(data, value)
-
-
-# crc32(data) -> int: the zlib CRC-32 (ISO-HDLC, as zlib.crc32) of a bytes-like object.
-crc32: Callable[..., int] = _LazyCrc32()
-
-
-# ---------------------------------------------------------------------------------------------
-# VALUE encoding (infos, options, leaves that do not stack)
-
-ArraySink = Callable[[np.ndarray], dict[str, Any]]
-ArraySource = Callable[[dict[str, Any], str], np.ndarray]
-
-
-def _float_json(x: float) -> Any:
-    if math.isfinite(x):
-        return x
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-
-
-def encode_value(value: Any, sink: ArraySink, where: str = "value", depth: int = 0) -> Any:
-    """Encodes a Python/numpy value as a JSON-ready VALUE (see the module docstring).
-
-    Args:
-        value: the value to encode.
-        sink: called with each numpy array found; returns the ARRAY reference to store.
-        where: names the value (e.g. ``info['x']``) in error messages.
-        depth: current nesting depth.
-
-    Raises:
-        UnsupportedValueError: for values that cannot be stored losslessly.
-    """
-    if depth > MAX_NESTING:
-        raise UnsupportedValueError(f"{where}: nested deeper than {MAX_NESTING} levels")
-    t = type(value)
-    if value is None or t is bool or t is int or t is str:
-        return value
-    if t is float:
-        if math.isfinite(value):
-            return value
-        return {"__type": "float", "value": _float_json(value)}
-    if t is np.ndarray:
-        if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
-            raise UnsupportedValueError(
-                f"{where}: numpy arrays of dtype {value.dtype} cannot be stored"
-            )
-        return sink(value)
-    if isinstance(value, np.generic):
-        kind = value.dtype.kind
-        if kind in "biu":
-            return {"__type": "scalar", "dtype": value.dtype.str, "value": value.item()}
-        if kind == "f" and value.dtype.itemsize <= 8:
-            return {"__type": "scalar", "dtype": value.dtype.str,
-                    "value": _float_json(float(value))}
-        if kind == "c" and value.dtype.itemsize <= 16:
-            return {"__type": "scalar", "dtype": value.dtype.str,
-                    "value": [_float_json(value.real.item()), _float_json(value.imag.item())]}
-        if kind in "US" or kind == "f" or kind == "c":
-            return {"__type": "scalar", "dtype": value.dtype.str,
-                    "value": sink(np.asarray(value))}
-        raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
-    if t is dict or isinstance(value, dict):
-        if all(type(k) is str for k in value) and "__type" not in value:
-            return {k: encode_value(v, sink, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
-        return {"__type": "dict", "items": [
-            [encode_value(k, sink, f"{where} key", depth + 1),
-             encode_value(v, sink, f"{where}[{k!r}]", depth + 1)] for k, v in value.items()]}
-    if t is list:
-        return [encode_value(v, sink, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if t is tuple:
-        return {"__type": "tuple",
-                "items": [encode_value(v, sink, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]}
-    if t is bytes:
-        return {"__type": "bytes", "base64": base64.b64encode(value).decode("ascii")}
-    if t.__name__ == "GraphInstance" and hasattr(value, "edge_links"):
-        return {"__type": "graph",
-                "nodes": encode_value(value.nodes, sink, f"{where}.nodes", depth + 1),
-                "edges": encode_value(value.edges, sink, f"{where}.edges", depth + 1),
-                "edge_links": encode_value(value.edge_links, sink, f"{where}.edge_links", depth + 1)}
-    if isinstance(value, (bool, int, float, str, list, tuple)):
-        # Subclasses (IntEnum, namedtuples, ...) would come back as their base type: say so.
-        raise UnsupportedValueError(
-            f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored losslessly"
-            " (convert them to a plain int/float/str/list/tuple first)"
-        )
-    raise UnsupportedValueError(
-        f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored"
-    )
-
-
-def _json_float(v: Any, where: str) -> float:
-    if isinstance(v, str):
-        if v not in _NONFINITE:
-            raise FormatError(f"{where}: bad float {v!r}")
-        return _NONFINITE[v]
-    if type(v) not in (int, float):
-        raise FormatError(f"{where}: expected a number, got {type(v).__name__}")
-    return float(v)
-
-
-def _check_float_range(values: tuple[Any, ...], dtype: np.dtype, where: str) -> None:
-    """Refuses finite numbers that the float (or complex) dtype cannot hold: the writer stores
-    exact values of the dtype, so anything larger is corrupt, not a value to round to inf."""
-    if dtype.itemsize > (16 if dtype.kind == "c" else 8):
-        return  # long double holds every Python float
-    limit = float(np.finfo(dtype).max)
-    for x in values:
-        if math.isfinite(x) and abs(x) > limit:
-            raise FormatError(f"{where}: {x!r} out of range for {dtype.str}")
-
-
-def decode_value(obj: Any, source: ArraySource, where: str = "value", depth: int = 0) -> Any:
-    """Decodes a VALUE written by :func:`encode_value`.
-
-    Args:
-        obj: the JSON-decoded VALUE.
-        source: called with each ARRAY reference object and ``where``; returns the array.
-        where: names the value's position in error messages.
-        depth: current nesting depth.
-
-    Raises:
-        FormatError: for anything that is not a well-formed VALUE.
-    """
-    if depth > MAX_NESTING:
-        raise FormatError(f"{where}: nested deeper than {MAX_NESTING} levels")
-    t = type(obj)
-    if obj is None or t is bool or t is int or t is float or t is str:
-        return obj
-    if t is list:
-        return [decode_value(v, source, where, depth + 1) for v in obj]
-    if t is not dict:
-        raise FormatError(f"{where}: unexpected JSON value of type {t.__name__}")
-    kind = obj.get("__type")
-    if kind is None:
-        return {k: decode_value(v, source, where, depth + 1) for k, v in obj.items()}
-    if kind == "ndarray":
-        return source(obj, where)
-    if kind == "float":
-        return _json_float(obj.get("value"), where)
-    if kind == "scalar":
-        dtype = parse_dtype(obj.get("dtype"), where)
-        v = obj.get("value")
-        if isinstance(v, dict):
-            arr = decode_value(v, source, where, depth + 1)
-            if not isinstance(arr, np.ndarray) or arr.shape != () or arr.dtype != dtype:
-                raise FormatError(f"{where}: scalar array does not match dtype {dtype.str}")
-            return arr[()]
-        try:
-            if dtype.kind == "c":
-                if not isinstance(v, list) or len(v) != 2:
-                    raise FormatError(f"{where}: complex scalar must be [real, imag]")
-                parts = (_json_float(v[0], where), _json_float(v[1], where))
-                _check_float_range(parts, dtype, where)
-                return dtype.type(complex(*parts))
-            if dtype.kind == "f":
-                x = _json_float(v, where)
-                _check_float_range((x,), dtype, where)
-                return dtype.type(x)
-            if dtype.kind == "b":
-                if type(v) is not bool:
-                    raise FormatError(f"{where}: bool scalar must be true or false")
-                return dtype.type(v)
-            if dtype.kind in "iu":
-                if type(v) is not int:
-                    raise FormatError(f"{where}: integer scalar must be an integer")
-                info = np.iinfo(dtype)
-                if not info.min <= v <= info.max:
-                    raise FormatError(f"{where}: {v} out of range for {dtype.str}")
-                return dtype.type(v)
-        except (OverflowError, ValueError, TypeError) as e:
-            if isinstance(e, FormatError):
-                raise
-            raise FormatError(f"{where}: bad scalar {v!r} of dtype {dtype.str}") from e
-        raise FormatError(f"{where}: bad scalar of dtype {dtype.str}")
-    if kind == "tuple":
-        items = obj.get("items")
-        if not isinstance(items, list):
-            raise FormatError(f"{where}: tuple items must be a list")
-        return tuple(decode_value(v, source, where, depth + 1) for v in items)
-    if kind == "dict":
-        items = obj.get("items")
-        if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
-            raise FormatError(f"{where}: dict items must be a list of [key, value] pairs")
-        out = {}
-        for k, v in items:
-            key = decode_value(k, source, where, depth + 1)
-            try:
-                out[key] = decode_value(v, source, where, depth + 1)
-            except TypeError as e:
-                raise FormatError(f"{where}: unhashable dict key") from e
-        return out
-    if kind == "bytes":
-        text = obj.get("base64")
-        if not isinstance(text, str):
-            raise FormatError(f"{where}: bytes need a base64 string")
-        try:
-            return base64.b64decode(text.encode("ascii"), validate=True)
-        except (ValueError, UnicodeEncodeError) as e:
-            raise FormatError(f"{where}: bad base64") from e
-    if kind == "graph":
-        from gymnasium.spaces import GraphInstance
-
-        return GraphInstance(
-            decode_value(obj.get("nodes"), source, where, depth + 1),
-            decode_value(obj.get("edges"), source, where, depth + 1),
-            decode_value(obj.get("edge_links"), source, where, depth + 1),
-        )
-    raise FormatError(f"{where}: unknown __type {kind!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON files
-
-
-def dumps(obj: Any) -> bytes:
-    """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def loads(data: bytes, where: str) -> Any:
-    """Parses a JSON document read from a recording.
-
-    Raises:
-        FormatError: if the bytes are too large, not strict UTF-8 JSON or nested too deeply.
-    """
-    if len(data) > MAX_JSON_BYTES:
-        raise FormatError(f"{where}: {len(data)} bytes of JSON is more than {MAX_JSON_BYTES}")
-    try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constants)
-    except RecursionError as e:
-        raise FormatError(f"{where}: JSON nested too deeply") from e
-    except (UnicodeDecodeError, ValueError) as e:
-        raise FormatError(f"{where}: not valid JSON ({e})") from e
-
-
-def open_regular(path: str, where: str) -> int:
-    """Opens a file of a recording for reading: a regular file, never through a symlink.
-
-    ``O_NOFOLLOW`` refuses a symlink (which could lead out of the directory); ``O_NONBLOCK``
-    keeps a FIFO planted under a batch's name from blocking the open forever (it is then
-    refused, as are directories and devices, by the regular-file check).
-
-    Returns:
-        The open file descriptor; the caller closes it.
-
-    Raises:
-        FormatError: if the file cannot be opened or is not a regular file.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        raise FormatError(f"{where}: cannot open ({e.strerror or e})") from e
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise FormatError(f"{where}: not a regular file")
-    return fd
-
-
-def read_json_file(path: str, where: str, expected_size: int | None = None) -> Any:
-    """Reads and parses a JSON file of a recording, refusing oversized files before reading.
-
-    Raises:
-        FormatError: if the file is missing, too large, of the wrong size, or not valid JSON.
-    """
-    fd = open_regular(path, where)
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > MAX_JSON_BYTES:
-            raise FormatError(f"{where}: {size} bytes of JSON is more than {MAX_JSON_BYTES}")
-        if expected_size is not None and size != expected_size:
-            raise FormatError(f"{where}: file has {size} bytes, the manifest says {expected_size}")
-        data = f.read(MAX_JSON_BYTES + 1)
-    return data, loads(data, where)
 
 
 # ---------------------------------------------------------------------------------------------

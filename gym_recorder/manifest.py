@@ -13,8 +13,9 @@ import os
 from typing import Any
 
 from .errors import FormatError
+from .fileio import loads
 from .format import (LEGACY_PREFIX, MANIFEST_SUFFIX, MAX_JSON_BYTES, check_batch_entry,
-                     check_version, is_legacy, loads)
+                     check_version, is_legacy)
 from .spaces import Layout
 from .storage import LocalStorage, Storage
 

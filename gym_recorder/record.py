@@ -2,7 +2,7 @@
 
 :func:`record_env` runs a policy (random by default) in a registered env under a
 :class:`~gym_recorder.RecordingWrapper` (or, with ``num_envs``, a vector env under a
-``RecordingVectorWrapper``). (It lived in :mod:`gym_recorder.replay`, which still exports it.)
+``RecordingVectorWrapper``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .replay import make_env
 
 if TYPE_CHECKING:
     from .vector import RecordingVectorWrapper
@@ -92,8 +94,6 @@ def record_env(env_id: str, directory: str | os.PathLike[str], *,
     limit = episodes if episodes is not None else steps
     if type(limit) is not int or limit < 1:
         raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
-    from .replay import make_env
-
     env = make_env(env_id, env_kwargs, num_envs=num_envs)
     try:
         rec: RecordingWrapper | RecordingVectorWrapper

@@ -1,11 +1,10 @@
-"""Driving environments for the command line: record with a policy, and replay a recording.
+"""Replaying a recording: re-run the recorded env and compare it with what was recorded.
 
-:func:`record_env` (now in :mod:`gym_recorder.record`, still importable here) runs a policy
-(random by default) in a registered env under a
-:class:`~gym_recorder.RecordingWrapper` (or, with ``num_envs``, a vector env under a
-``RecordingVectorWrapper``). :func:`replay_recording` re-runs the recorded env with the recorded
-seeds, reset options and actions, and compares what the env returns with the recording: a
-determinism check, and the way to render frames of a recording that holds no images.
+:func:`make_env` and :func:`load_policy` make the env and load the policy the command line names
+(:func:`gym_recorder.record.record_env` records with them). :func:`replay_recording` re-runs the
+recorded env with the recorded seeds, reset options and actions, and compares what the env
+returns with the recording (the comparison is :mod:`gym_recorder.compare`): a determinism check,
+and the way to render frames of a recording that holds no images (:func:`replay_frames`).
 
 Replaying works per *stream*: the episodes of one writer and one sub-environment, in order, are
 the reset/step sequence one env instance saw. Each stream gets a fresh env made with
@@ -18,15 +17,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import math
 import os
 import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 
+from .compare import EpisodeCheck, first_difference, same_float, tree_row
 from .envspec import (MAKE_VEC_ARGUMENTS, USER_MODULES, EnvRebuilder, SpecError,
                       import_modules)
 from .errors import RecorderError
@@ -34,14 +32,9 @@ from .reader import RecordingReader
 
 __all__ = [
     "ReplayError",
-    "RecordStatus",
-    "EpisodeCheck",
     "make_env",
     "load_policy",
-    "record_env",
-    "writer_bytes",
     "replay_recording",
-    "first_difference",
     "replay_frames",
 ]
 
@@ -145,112 +138,6 @@ def load_policy(spec: str) -> Callable[[Any], Any]:
 
 
 # -- replaying ---------------------------------------------------------------------------------
-
-@dataclass
-class EpisodeCheck:
-    """The outcome of replaying one recorded episode.
-
-    Attributes:
-        index: the episode's index in the reader.
-        writer: the file prefix of the writer that recorded it.
-        sub_env: its sub-environment, for vector recordings, else None.
-        length: its recorded number of steps.
-        status: ``"match"``, ``"mismatch"`` or ``"skipped"``.
-        step: for a mismatch, the first step that differs (0: the reset observation; k: what
-            ``step`` number k returned), else None.
-        message: what differs, or why the episode was skipped; "" for a match.
-        frames: with ``render=True``, the env's ``render()`` after the reset and after each
-            step (N + 1 frames), else None.
-        render_fps: with ``render=True``, the env's ``metadata["render_fps"]`` (or None).
-    """
-
-    index: int
-    writer: str
-    sub_env: int | None
-    length: int
-    status: str
-    step: int | None = None
-    message: str = ""
-    frames: list[Any] | None = field(default=None, repr=False)
-    render_fps: float | None = None
-
-
-def _row(tree: Any, i: int) -> Any:
-    """Row ``i`` of a stacked tree (dict of arrays, tuple of arrays, array or list of values)."""
-    if isinstance(tree, dict):
-        return {k: _row(v, i) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_row(v, i) for v in tree)
-    if isinstance(tree, np.ndarray):
-        return tree[i].copy()
-    return tree[i]
-
-
-def first_difference(recorded: Any, actual: Any, where: str = "") -> str | None:
-    """Compares one recorded value with what an env returned, exactly.
-
-    Arrays must have equal shapes and equal elements (NaN equals NaN); dicts the same keys;
-    tuples and lists the same length; everything else must compare equal.
-
-    Returns:
-        None if equal, else a short description naming where they differ (e.g. ``['position']``).
-    """
-    from gymnasium.spaces import GraphInstance
-
-    if isinstance(recorded, dict):
-        if not isinstance(actual, Mapping) or set(actual) != set(recorded):
-            return f"{where or 'value'}: keys differ"
-        for k in recorded:
-            d = first_difference(recorded[k], actual[k], f"{where}[{k!r}]")
-            if d is not None:
-                return d
-        return None
-    if isinstance(recorded, GraphInstance):
-        if not isinstance(actual, GraphInstance):
-            return f"{where or 'value'}: not a graph"
-        for name in ("nodes", "edges", "edge_links"):
-            d = first_difference(getattr(recorded, name), getattr(actual, name),
-                                 f"{where}.{name}")
-            if d is not None:
-                return d
-        return None
-    if isinstance(recorded, (tuple, list)):
-        if not isinstance(actual, (tuple, list)) or len(actual) != len(recorded):
-            return f"{where or 'value'}: length differs"
-        for i, (r, a) in enumerate(zip(recorded, actual)):
-            d = first_difference(r, a, f"{where}[{i}]")
-            if d is not None:
-                return d
-        return None
-    if isinstance(recorded, (np.ndarray, np.generic)) or isinstance(actual, (np.ndarray,
-                                                                             np.generic)):
-        r, a = np.asarray(recorded), np.asarray(actual)
-        if r.shape != a.shape:
-            return f"{where or 'value'}: shape {a.shape}, recorded {r.shape}"
-        nan_ok = r.dtype.kind in "fc" and a.dtype.kind in "fc"
-        try:
-            same = np.array_equal(r, a, equal_nan=nan_ok)
-        except TypeError:
-            same = False
-        if not same:
-            if r.size == 1:
-                return (f"{where or 'value'}: {a.reshape(-1)[0].item()!r}, recorded "
-                        f"{r.reshape(-1)[0].item()!r}")
-            n = int(np.sum(r != a)) if r.dtype.kind == a.dtype.kind else r.size
-            return f"{where or 'value'}: {n} of {r.size} elements differ"
-        return None
-    if isinstance(recorded, float) and isinstance(actual, float) and math.isnan(
-            recorded) and math.isnan(actual):
-        return None
-    if recorded != actual:
-        return f"{where or 'value'}: {actual!r}, recorded {recorded!r}"
-    return None
-
-
-def _same_float(recorded: float, actual: Any) -> bool:
-    a = float(actual)
-    return a == recorded or (math.isnan(a) and math.isnan(recorded))
-
 
 class _Stream:
     """The env replaying one (writer, sub_env) stream, and whether it is in step with it."""
@@ -456,8 +343,7 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
         except (gym.error.Error, ImportError, TypeError, ValueError) as e:
             raise ReplayError(f"cannot make vector env {env_id!r}: {e}") from e
 
-    return replay_vector_writer(episodes, manifest, kwargs, render, make, _row,
-                                first_difference, check)
+    return replay_vector_writer(episodes, manifest, kwargs, render, make, check)
 
 
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
@@ -503,14 +389,14 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
         frames.append(env.render())
     mismatch: tuple[int, str] | None = None
     if first is not None:
-        d = first_difference(_row(ep.observations, 0), first, "reset observation")
+        d = first_difference(tree_row(ep.observations, 0), first, "reset observation")
         if d is not None:
             mismatch = (0, d)
     for t in range(ep.length):
         if mismatch is not None and not render:
             break
         try:
-            obs, reward, terminated, truncated, _ = env.step(_row(ep.actions, t))
+            obs, reward, terminated, truncated, _ = env.step(tree_row(ep.actions, t))
         except Exception as e:  # noqa: BLE001
             mismatch = mismatch or (t + 1, f"step raised {type(e).__name__}: {e}")
             break
@@ -520,10 +406,10 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
             if terminated or truncated:
                 break  # diverged and ended: stepping on would be outside the env's contract
             continue  # diverged, but still rendering the recorded actions
-        d = first_difference(_row(ep.observations, t + 1), obs, "observation")
+        d = first_difference(tree_row(ep.observations, t + 1), obs, "observation")
         if d is not None:
             mismatch = (t + 1, d)
-        elif not _same_float(float(ep.rewards[t]), reward):
+        elif not same_float(float(ep.rewards[t]), reward):
             mismatch = (t + 1, f"reward {float(reward)!r}, recorded {float(ep.rewards[t])!r}")
         elif bool(terminated) != bool(ep.terminations[t]):
             mismatch = (t + 1, f"terminated {bool(terminated)}, recorded "
@@ -563,6 +449,3 @@ def replay_frames(directory: str | os.PathLike[str], index: int, *,
         raise ReplayError(f"episode {check.index}: the env rendered no rgb_array frames")
     return check
 
-
-# Recording moved to gym_recorder.record; these names stay importable from here.
-from .record import RecordStatus, record_env, writer_bytes  # noqa: E402,F401

@@ -16,7 +16,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .errors import FormatError
-from .format import MAX_NESTING, ArraySource, decode_value, parse_dtype
+from .format import MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS, parse_dtype
+from .values import ArraySource, decode_value
 
 # Rebuilding a Box allocates its low and high bounds in full (gymnasium's checks take about
 # 4.5x this at peak): refuse bounds larger than this many bytes each, so that a hostile manifest
@@ -29,6 +30,9 @@ MAX_CHARSET_STRING = 256
 # Every Unicode code point, at most.
 MAX_CODE_POINT = 0x10FFFF
 MAX_CHARSET_CHARS = MAX_CODE_POINT + 1
+# An unknown space is described by its class and its repr, kept for people only: cut to this
+# many characters, so that a space holding large arrays does not bloat every batch header.
+UNKNOWN_REPR_CHARS = 1000
 
 __all__ = ["describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
            "TupleNode"]
@@ -88,7 +92,7 @@ def describe_space(space: gym.Space[Any] | None) -> dict[str, Any]:
         return {"type": "OneOf", "spaces": [describe_space(s) for s in space.spaces]}
     cls = type(space)
     return {"type": "unknown", "class": f"{cls.__module__}.{cls.__qualname__}",
-            "repr": repr(space)[:1000]}
+            "repr": repr(space)[:UNKNOWN_REPR_CHARS]}
 
 
 def charset_ranges(chars: list[str]) -> list[list[int]]:
@@ -157,10 +161,10 @@ def _bound(value: Any, shape: tuple[Any, ...], dtype: np.dtype, where: str) -> n
 
 
 def _shape(value: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or len(value) > 32 or not all(
-            type(d) is int and 0 <= d <= 1 << 32 for d in value):
+    if not isinstance(value, list) or len(value) > MAX_NDIM or not all(
+            type(d) is int and 0 <= d <= MAX_SPACE_ELEMENTS for d in value):
         raise FormatError(f"{where}: bad shape {value!r}")
-    if math.prod(value) > 1 << 32:
+    if math.prod(value) > MAX_SPACE_ELEMENTS:
         raise FormatError(f"{where}: shape {value!r} is absurdly large")
     return tuple(value)
 

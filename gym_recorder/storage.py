@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import FormatError
-from .format import open_regular
+from .fileio import open_regular
 
 __all__ = ["Storage", "LocalStorage", "open_storage", "MAX_OPEN_FILES"]
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .compare import first_difference, tree_row
+
 __all__ = ["replay_vector_writer"]
 
 
@@ -33,8 +35,8 @@ def _stack(items: list[Any]) -> Any:
 
 
 def replay_vector_writer(episodes: list[Any], manifest: Mapping[str, Any], kwargs: dict[str, Any],
-                         render: bool, make: Callable[..., Any], row: Callable[..., Any],
-                         compare: Callable[..., Any], check_type: Callable[..., Any]) -> dict[int, Any]:
+                         render: bool, make: Callable[..., Any],
+                         check_type: Callable[..., Any]) -> dict[int, Any]:
     """Replays all episodes of one vector writer; returns {episode index: check}.
 
     Args:
@@ -43,8 +45,6 @@ def replay_vector_writer(episodes: list[Any], manifest: Mapping[str, Any], kwarg
         kwargs: env kwargs for ``make_vec`` (its own arguments removed).
         render: also collect each episode's frames.
         make: ``make(num_envs, kwargs)`` -> the vector env.
-        row: ``row(tree, i)`` -> row i of a stacked tree.
-        compare: ``compare(recorded, actual, where)`` -> a difference or None.
         check_type: builds an EpisodeCheck: ``(ep, status, step, message, frames, fps)``.
     """
     vector = manifest.get("vector") or {}
@@ -100,7 +100,8 @@ def replay_vector_writer(episodes: list[Any], manifest: Mapping[str, Any], kwarg
 
         starts = [(by_sub[i][0], -1) for i in range(num_envs)]
         for i, (ep, _) in enumerate(starts):
-            d = compare(row(ep.observations, 0), row(obs, i), "reset observation")
+            d = first_difference(tree_row(ep.observations, 0), tree_row(obs, i),
+                                 "reset observation")
             if d is not None:
                 failed[ep.index] = (0, d)
         note_frames(starts, True)
@@ -109,9 +110,9 @@ def replay_vector_writer(episodes: list[Any], manifest: Mapping[str, Any], kwarg
             actions = []
             for i, (ep, t) in enumerate(positions):
                 if t >= 0:
-                    actions.append(row(ep.actions, t))
+                    actions.append(tree_row(ep.actions, t))
                 else:  # a reset step: the action is ignored; send the next recorded one
-                    actions.append(row(ep.actions, 0) if ep.length else
+                    actions.append(tree_row(ep.actions, 0) if ep.length else
                                    env.single_action_space.sample())
             obs, rewards, terms, truncs, _ = env.step(_stack(actions))
             note_frames(positions, False)
@@ -119,11 +120,13 @@ def replay_vector_writer(episodes: list[Any], manifest: Mapping[str, Any], kwarg
                 if ep.index in failed:
                     continue
                 if t == -1:
-                    d = compare(row(ep.observations, 0), row(obs, i), "reset observation")
+                    d = first_difference(tree_row(ep.observations, 0), tree_row(obs, i),
+                                         "reset observation")
                     step = 0
                 else:
                     step = t + 1
-                    d = compare(row(ep.observations, t + 1), row(obs, i), "observation")
+                    d = first_difference(tree_row(ep.observations, t + 1), tree_row(obs, i),
+                                         "observation")
                     if d is None and float(rewards[i]) != float(ep.rewards[t]):
                         d = f"reward {float(rewards[i])!r}, recorded {float(ep.rewards[t])!r}"
                     elif d is None and bool(terms[i]) != bool(ep.terminations[t]):

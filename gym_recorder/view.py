@@ -32,13 +32,14 @@ import urllib.parse
 import webbrowser
 from typing import Any
 
+from .format import MANIFEST_SUFFIX
+
 __all__ = ["ViewServer", "make_server", "run", "VIEWER_DIR"]
 
 #: The page's files, shipped in the package.
 VIEWER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "viewer")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-MANIFEST_SUFFIX = ".manifest.json"
 # Bytes copied per write when sending a file: big enough to be cheap, small enough for memory.
 CHUNK = 1 << 20
 # Longest URL path accepted (anything longer is a 400): far beyond any recording's file names.

@@ -541,7 +541,7 @@ def test_verify_and_repair(cartpole, capsys):
 
 
 def test_first_difference_names_where_values_differ():
-    from gym_recorder.replay import first_difference
+    from gym_recorder.compare import first_difference
 
     recorded = {"position": np.array([0.5, np.nan], np.float32), "pair": (np.int64(2), "ab")}
     assert first_difference(recorded, {"position": np.array([0.5, np.nan], np.float32),

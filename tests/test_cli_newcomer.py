@@ -67,7 +67,7 @@ def test_traceback_before_or_after_the_command(tmp_path, where):
     assert r.returncode == 1
     assert r.stderr.startswith("Traceback (most recent call last):")
     assert r.stderr.splitlines()[-1] == (
-        "gym_recorder.cli.CommandError: missing: no such directory")
+        "gym_recorder.errors.CommandError: missing: no such directory")
     plain = run("info", "missing", cwd=tmp_path)
     assert plain.returncode == 1 and "Traceback" not in plain.stderr
 
@@ -119,8 +119,8 @@ def test_one_episode_one_step(tmp_path):
 NO_TQDM = """
 import sys
 sys.modules["tqdm"] = None  # as if tqdm were not installed
-from gym_recorder import cli
-cli.PLAIN_PROGRESS_INTERVAL = 0.2
+from gym_recorder import cli, cli_record
+cli_record.PLAIN_PROGRESS_INTERVAL = 0.2
 sys.exit(cli.main(sys.argv[1:]))
 """
 

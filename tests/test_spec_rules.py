@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import gym_recorder.fileio as fileio
 import gym_recorder.format as fmt
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper, UnsupportedValueError
 from gym_recorder.integrity import verify
@@ -255,7 +256,7 @@ def test_a_missing_part_without_a_gap_is_refused(multipart):
             entry["episode"] = 10 ** 6
     data = json.dumps(doc).encode()
     (d / b["fn"]).write_bytes(data)
-    b["json_size"], b["json_crc32"] = len(data), fmt.crc32(data)
+    b["json_size"], b["json_crc32"] = len(data), fileio.crc32(data)
     write_manifest(path, man)
     with RecordingReader(d) as reader:
         with pytest.raises(FormatError, match=r"part \d+ missing"):

@@ -10,7 +10,7 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder import RecorderError, RecordingReader, RecordingWrapper
-from gym_recorder.writer import BatchWriter
+from gym_recorder.encode import BatchEncoder
 
 
 def _record(directory, steps, **env_kwargs):
@@ -71,7 +71,7 @@ def test_a_batch_that_cannot_be_encoded_is_reported_not_swallowed(tmp_path, monk
     def broken(self, *args, **kwargs):
         raise ValueError("simulated encoder bug")
 
-    monkeypatch.setattr(BatchWriter, "_encode_entries", broken)
+    monkeypatch.setattr(BatchEncoder, "entries", broken)
     for _ in range(3):
         rec.step(1)
     with pytest.raises(RecorderError, match=r"batch of 3 steps could not be encoded and was "

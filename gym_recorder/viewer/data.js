@@ -9,6 +9,8 @@ import { decodeArray, checkRef, valueAt } from "./decode.js";
 
 const LEGACY_PREFIX = "openaigym.trace.";
 const MANIFEST_SUFFIX = ".manifest.json";
+// How deep a TREE or VALUE may nest (the format's MAX_NESTING; deeper is refused, not recursed).
+const MAX_NESTING = 64;
 // Refs of one batch's rewards are fetched with one request when they lie this close together.
 const COALESCE_SLACK = 4096;
 // Parallel requests while loading batch files (browsers allow about six per host anyway).
@@ -163,7 +165,7 @@ export class Leaf {
 
 /** Walks a TREE, calling leaf(pathPart[], node) for each ARRAY or values leaf. */
 function walkTree(node, path, fn, depth = 0) {
-  if (depth > 64) throw new ViewerError(`${path.join("/")}: nested too deeply`);
+  if (depth > MAX_NESTING) throw new ViewerError(`${path.join("/")}: nested too deeply`);
   if (isRef(node) || (node && typeof node === "object" && node.__type === "values")) fn(path, node);
   else if (Array.isArray(node)) node.forEach((v, i) => walkTree(v, path.concat(String(i)), fn, depth + 1));
   else if (node && typeof node === "object") for (const k of Object.keys(node)) walkTree(node[k], path.concat(k), fn, depth + 1);
@@ -408,7 +410,7 @@ async function readRef(ref) {
 
 /** A VALUE as something JSON.stringify shows well (arrays inside stay references). */
 export function plainValue(v, depth = 0) {
-  if (depth > 64 || v === null || typeof v !== "object") return v;
+  if (depth > MAX_NESTING || v === null || typeof v !== "object") return v;
   if (Array.isArray(v)) return v.map((x) => plainValue(x, depth + 1));
   switch (v.__type) {
     case "float": return v.value;
