@@ -5,7 +5,7 @@ The format is specified in :mod:`gym_recorder.format`.
 Where each step of an observation's path lives (one module, one job; an arrow is the way the
 data goes; recording and reading meet only in the format's modules):
 
-- The format: ``format`` (the specification and its rules), ``values`` (VALUE encoding),
+- The format: ``format`` (the specification and its rules), ``values`` (VALUE encoding; the copy-and-check of a value recorded),
   ``fileio`` (strict JSON, safe opens, CRC-32), ``spaces`` (space descriptions and leaf layout),
   ``errors`` (the named errors).
 - Recording: ``wrapper`` (Gymnasium's reset/step protocol) and ``vector`` (vector envs) ->

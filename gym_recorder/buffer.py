@@ -19,8 +19,8 @@ import numpy as np
 
 from .batch import Batch, Segment
 from .errors import OutsideSpaceWarning, UnsupportedValueError
-from .format import MAX_NESTING
 from .spaces import ArrayLeaf, Layout
+from .values import record_info, snapshot
 
 __all__ = ["Batch", "Segment", "StepBuffer", "snapshot", "record_info",
            "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
@@ -39,64 +39,6 @@ VALUES_BYTES_GUESS = 64
 # JSON bytes per step assumed for rewards, flags and references before the first batch (an
 # episode entry holds about 1 kB of JSON; at 16+ steps per episode, about 64 bytes a step).
 STEP_OVERHEAD_GUESS = 64
-
-
-_SCALARS = (type(None), bool, int, float, str, bytes)
-
-
-def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
-    """Copies the mutable parts of a value (arrays, dicts, lists), checking that it can be stored.
-
-    Raises:
-        UnsupportedValueError: naming ``where``, for a value the format cannot hold losslessly.
-    """
-    t = type(value)
-    if t in _SCALARS:
-        return value
-    if depth > MAX_NESTING:
-        raise UnsupportedValueError(f"{where}: nested deeper than {MAX_NESTING} levels")
-    if t is np.ndarray:
-        if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
-            raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
-        return value.copy()
-    if t is dict:
-        return {k: snapshot(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
-    if t is list:
-        return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if t is tuple:
-        return tuple(snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
-    if isinstance(value, np.generic):
-        if value.dtype.kind not in "biufcUS":
-            raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
-        return value
-    if t.__name__ == "GraphInstance" and hasattr(value, "edge_links"):
-        return t(*(snapshot(v, f"{where}.{n}", depth + 1) for n, v in zip(t._fields, value)))
-    raise UnsupportedValueError(
-        f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored losslessly"
-        " (record_infos=False, or info_filter=..., to leave them out)")
-
-
-def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None,
-                where: str) -> dict[str, Any] | None:
-    """The copy of a non-empty info dict to record (after ``info_filter``), or None if empty.
-
-    Raises:
-        UnsupportedValueError: if it is not a dict, has a key that is not a str, or holds a
-            value the format cannot store (the message names it).
-    """
-    if info_filter is not None:
-        info = info_filter(info)
-        if not info:
-            return None
-    if type(info) is not dict:
-        if not isinstance(info, dict):
-            raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
-        info = dict(info)
-    for key in info:
-        if type(key) is not str:
-            raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-    copied: dict[str, Any] = snapshot(info, where)
-    return copied
 
 
 def steps_for_target(target_bytes: int, bytes_per_step: float) -> int:

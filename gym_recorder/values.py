@@ -3,7 +3,9 @@
 :func:`encode_value` turns a Python/numpy value into the JSON-ready VALUE the specification in
 :mod:`gym_recorder.format` describes, handing each numpy array to an :data:`ArraySink` (the
 writer's .bin); :func:`decode_value` turns a VALUE read from a batch back into the value, asking an
-:data:`ArraySource` for each ARRAY reference. Both bound nesting by
+:data:`ArraySource` for each ARRAY reference; :func:`snapshot` and :func:`record_info` copy and
+check a value (an info, reset options, a leaf that does not stack) at the step it is recorded, so
+that what the env mutates later is not what gets written. All bound nesting by
 :data:`~gym_recorder.format.MAX_NESTING`. No I/O here.
 """
 
@@ -19,7 +21,7 @@ import numpy as np
 from .errors import FormatError, UnsupportedValueError
 from .format import MAX_NESTING, parse_dtype
 
-__all__ = ["ArraySink", "ArraySource", "encode_value", "decode_value"]
+__all__ = ["ArraySink", "ArraySource", "encode_value", "decode_value", "snapshot", "record_info"]
 
 # sink(array) -> the ARRAY reference object stored in its place.
 ArraySink = Callable[[np.ndarray], dict[str, Any]]
@@ -223,3 +225,61 @@ def decode_value(obj: Any, source: ArraySource, where: str = "value", depth: int
             decode_value(obj.get("edge_links"), source, where, depth + 1),
         )
     raise FormatError(f"{where}: unknown __type {kind!r}")
+
+
+_SCALARS = (type(None), bool, int, float, str, bytes)
+
+
+def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
+    """Copies the mutable parts of a value (arrays, dicts, lists), checking that it can be stored.
+
+    Raises:
+        UnsupportedValueError: naming ``where``, for a value the format cannot hold losslessly.
+    """
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    if depth > MAX_NESTING:
+        raise UnsupportedValueError(f"{where}: nested deeper than {MAX_NESTING} levels")
+    if t is np.ndarray:
+        if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
+            raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
+        return value.copy()
+    if t is dict:
+        return {k: snapshot(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+    if t is list:
+        return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if t is tuple:
+        return tuple(snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+    if isinstance(value, np.generic):
+        if value.dtype.kind not in "biufcUS":
+            raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
+        return value
+    if t.__name__ == "GraphInstance" and hasattr(value, "edge_links"):
+        return t(*(snapshot(v, f"{where}.{n}", depth + 1) for n, v in zip(t._fields, value)))
+    raise UnsupportedValueError(
+        f"{where}: values of type {t.__module__}.{t.__qualname__} cannot be stored losslessly"
+        " (record_infos=False, or info_filter=..., to leave them out)")
+
+
+def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None,
+                where: str) -> dict[str, Any] | None:
+    """The copy of a non-empty info dict to record (after ``info_filter``), or None if empty.
+
+    Raises:
+        UnsupportedValueError: if it is not a dict, has a key that is not a str, or holds a
+            value the format cannot store (the message names it).
+    """
+    if info_filter is not None:
+        info = info_filter(info)
+        if not info:
+            return None
+    if type(info) is not dict:
+        if not isinstance(info, dict):
+            raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
+        info = dict(info)
+    for key in info:
+        if type(key) is not str:
+            raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
+    copied: dict[str, Any] = snapshot(info, where)
+    return copied

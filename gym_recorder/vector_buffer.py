@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .buffer import ColumnBuffer, snapshot
+from .buffer import ColumnBuffer
 from .errors import RecorderError, ResetNeeded, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
+from .values import snapshot
 
 __all__ = ["VectorStepBuffer", "NEXT_STEP", "SAME_STEP", "DISABLED"]
 
