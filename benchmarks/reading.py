@@ -58,7 +58,8 @@ def read_all_reader(directory: str) -> int:
 def read_column(directory: str) -> np.ndarray:
     """All observations of all episodes as one array, the way a user gets it from the reader."""
     with RecordingReader(directory) as reader:
-        return np.concatenate([ep.observations for ep in reader])
+        column: np.ndarray = reader.column("observations")
+        return column
 
 
 def read_all_fromfile(paths: list[str]) -> int:

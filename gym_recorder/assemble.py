@@ -2,11 +2,15 @@
 
 An episode of one part is its entry's arrays; one of several parts (see "Batch" in
 :mod:`gym_recorder.format`) has each stacked array allocated once and every part's bytes read
-straight into their rows, by :data:`READ_THREADS` threads when it is large.
+straight into their rows, by :data:`READ_THREADS` threads when it is large. A whole-recording
+column (:func:`stacked_column`, behind :meth:`RecordingReader.column`) is the same across
+episodes: one array a leaf, every part of every episode read into its rows.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,13 +19,14 @@ import numpy as np
 from .columns import FastPart
 from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
 from .episode import Episode
-from .errors import FormatError
+from .errors import FormatError, UnsupportedSpaceError
 from .format import ArrayRef, parse_ref
 from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
-from .spaces import Layout
+from .spaces import ArrayLeaf, Layout
 
-__all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode", "PARALLEL_READ_BYTES",
+__all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode",
+           "read_column", "stacked_column", "COLUMN_KINDS", "checked_refs", "read_rows", "allocate", "PARALLEL_READ_BYTES",
            "READ_THREADS"]
 
 # An episode of several parts with at least this many bytes of stacked arrays is read by
@@ -69,7 +74,11 @@ def single_episode(m: Manifest, p: PartData, index: int) -> Episode:
     return make_episode(m, index, p, p, p.obs, p.act, *p.columns(), p.infos)
 
 
-def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict[str, Any], dict[str, Any], int, Batch]],
+# One part of an episode as the reader finds it: (batch info, entry, part number, batch).
+PartItem = tuple[dict[str, Any], dict[str, Any], int, Batch]
+
+
+def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
                      index: int) -> Episode:
     """Reads an episode of several parts: each stacked array allocated once, read in place.
 
@@ -79,25 +88,7 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict[str, Any]
     parts the episode has.
     """
     parts = [dec.plan_part(m, binfo, entry, part_no) for binfo, entry, part_no, _ in items]
-    parsed: list[list[ArrayRef | None]] = []
-    for part in parts:
-        binfo = part.binfo
-        bin_name, bin_size = binfo["bin"], binfo["bin_size"]
-        dec.check_bin(bin_name, bin_size)  # the real size, before allocating
-        refs: list[ArrayRef | None] = []
-        for (obj, w), (kind, _, _) in zip(part.refs, part.slots):
-            if kind not in STACKED:
-                refs.append(None)  # read (and checked) with the part's infos
-                continue
-            ref = parse_ref(obj, w, file=bin_name)
-            if ref.offset + ref.size > bin_size:
-                raise FormatError(f"{w}: bytes {ref.offset}..{ref.offset + ref.size} lie "
-                                  f"outside {bin_name} ({bin_size} bytes)")
-            refs.append(ref)
-        dec.check_shapes(part, ((slot, ref.shape, ref.dtype, w)
-                                  for slot, ref, (_, w) in zip(part.slots, refs, part.refs)
-                                  if ref is not None))
-        parsed.append(refs)
+    parsed = [checked_refs(dec, part) for part in parts]
     # The stacked slots are the same in every part: the layout's array leaves, then the
     # three step columns, in that order.
     stacked = [slot[:2] for slot in parts[0].slots if slot[0] in STACKED]
@@ -112,26 +103,18 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[tuple[dict[str, Any]
         for slot, ref_or_none in zip(part.slots, refs):
             if ref_or_none is not None:
                 columns[slot[:2]].append(ref_or_none)
-    dests = {key: _allocate(parts[0].where, column) for key, column in columns.items()}
+    dests = {key: allocate(parts[0].where, column) for key, column in columns.items()}
     # Where each part's rows go: the rows of the parts before it.
-    jobs = []
+    jobs: list[ReadJob] = []
     filled = dict.fromkeys(stacked, 0)
     for part, refs in zip(parts, parsed):
-        rows = []
+        bin_name = part.binfo["bin"]
         for slot, ref_or_none, (_, w) in zip(part.slots, refs, part.refs):
             if ref_or_none is not None:
                 key = slot[:2]
-                rows.append((ref_or_none, w, dests[key], filled[key]))
+                jobs.append((bin_name, ref_or_none, w, dests[key], filled[key]))
                 filled[key] += ref_or_none.shape[0]
-        jobs.append((part, rows))
-    if sum(out.nbytes for out in dests.values()) >= PARALLEL_READ_BYTES:
-        # Leaving the with block waits for every read, also when one of them failed.
-        with ThreadPoolExecutor(READ_THREADS) as pool:
-            for _ in pool.map(lambda job: _read_part_rows(dec, job), jobs):
-                pass
-    else:
-        for job in jobs:
-            _read_part_rows(dec, job)
+    read_rows(dec, jobs, sum(out.nbytes for out in dests.values()))
     loaded = []
     for part in parts:
         loaded.append(dec.load_part(m, part, part.binfo["bin_size"], skip_stacked=True))
@@ -160,7 +143,148 @@ def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) ->
                         [row for p in loaded for row in p.infos])
 
 
-def _allocate(where: str, column: list[ArrayRef]) -> np.ndarray:
+# The reader's lookups: an episode's parts (writer, number, first batch), and its
+# column-decoded only part if the reader has one (writer, number).
+EntriesLookup = Callable[[Manifest, int, int], Iterable[PartItem]]
+FastLookup = Callable[[Manifest, int], FastPart | None]
+# The Episode fields a whole-recording column can be built of, and their kind of slot.
+COLUMN_KINDS = {"observations": "obs", "actions": "act", "rewards": "rewards",
+                "terminations": "terminations", "truncations": "truncations"}
+
+
+def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Manifest, int]],
+                fast: FastLookup, entries: EntriesLookup, episode: Callable[[int], Episode]) -> Any:
+    """The ``name`` field of the located episodes (index, writer, number), joined in order.
+
+    Array leaves of this format's writers are read by :func:`stacked_column`; anything else
+    (gym-recording writers, leaves stored as values) is joined from the episodes themselves.
+
+    Raises:
+        UnsupportedSpaceError: if the episodes' writers lay the field out differently.
+    """
+    kind = COLUMN_KINDS[name]
+    layouts = {m.name: (None if m.legacy else
+                        obs_layout(m) if kind == "obs" else act_layout(m) if kind == "act"
+                        else None) for _, m, _ in located}
+    signatures = {m.name: _signature(m.legacy, layouts[m.name]) for _, m, _ in located}
+    first_name = located[0][1].name
+    for writer, sig in signatures.items():
+        if sig != signatures[first_name]:
+            raise UnsupportedSpaceError(f"{where}: writers {first_name} and {writer} "
+                                        f"record {name} of different spaces; select the "
+                                        "episodes of one of them")
+    layout = layouts[first_name]
+    count = 1 if layout is None else len(layout.leaves)
+    leaves = None
+    if not any(m.legacy for _, m, _ in located):
+        leaves = stacked_column(dec, kind, count, ((m, number) for _, m, number in located),
+                                fast, entries)
+    if leaves is None:
+        flatten: Callable[[Any], list[Any]] = (_one_leaf if layout is None
+                                               else layout.flattener())
+        values = [flatten(getattr(episode(index), name)) for index, _, _ in located]
+        leaves = [_join(where, name, [v[k] for v in values]) for k in range(count)]
+    return leaves[0] if layout is None else tree(layout, leaves)
+
+
+def _one_leaf(value: Any) -> list[Any]:
+    return [value]
+
+
+def _join(where: str, name: str, columns: list[Any]) -> Any:
+    """join_leaf, refusing by name arrays whose rows do not stack (gym-recording writers
+    declare no space: their episodes may hold anything)."""
+    arrays = [c for c in columns if isinstance(c, np.ndarray)]
+    if len(arrays) == len(columns) and len({a.shape[1:] for a in arrays}) > 1:
+        raise UnsupportedSpaceError(f"{where}: the episodes hold {name} rows of different "
+                                    f"shapes ({', '.join(sorted({str(a.shape[1:]) for a in arrays}))}); "
+                                    "select episodes of one shape")
+    return join_leaf(columns)
+
+
+def _parts_of(m: Manifest, number: int, entries: EntriesLookup) -> list[PartItem]:
+    items = list(entries(m, number, m.first_batch(number)))
+    if not items:
+        raise FormatError(f"{m.name}: episode {number} not found in its batches")
+    return items
+
+
+def _signature(legacy: bool, layout: Layout | None) -> Any:
+    """What two writers must share for one column of their episodes: each leaf's path and form."""
+    if layout is None:
+        return "legacy" if legacy else None
+    return [(path, leaf.shape if isinstance(leaf, ArrayLeaf) else "values")
+            for path, leaf in zip(layout.leaf_paths(), layout.leaves)]
+
+
+def stacked_column(dec: Decoder, kind: str, leaves: int,
+                   episodes: Iterable[tuple[Manifest, int]], fast: FastLookup,
+                   entries: EntriesLookup) -> list[np.ndarray] | None:
+    """One stacked kind (``"obs"``, ``"act"``, ``"rewards"``...) of many episodes, one array a leaf.
+
+    Every part of every episode (writer, number) is planned and checked first, keeping only
+    the references of ``kind`` (or, for an episode the reader has decoded column-wise with its
+    batch, the arrays of that decoding); then each leaf's array is allocated once, the
+    episodes' rows one after another, and every part's bytes are read (or copied) straight
+    into their rows. None when some part does not store every leaf of ``kind`` as an array (a
+    Text leaf, values outside the space): the caller then joins the episodes' own values.
+    """
+    wanted = frozenset((kind,))
+    columns: list[list[tuple[str, ArrayRef, str] | np.ndarray]] = [[] for _ in range(leaves)]
+    first_where = ""
+    for m, number in episodes:
+        p = fast(m, number)
+        if p is not None:
+            arrays = p.obs if kind == "obs" else p.act if kind == "act" else [getattr(p, kind)]
+            if len(arrays) != leaves or not all(isinstance(a, np.ndarray) for a in arrays):
+                return None
+            for column, a in zip(columns, arrays):
+                column.append(a)
+            first_where = first_where or f"{m.name} episode {number}"
+            continue
+        for binfo, entry, part_no, _ in _parts_of(m, number, entries):
+            part = dec.plan_part(m, binfo, entry, part_no)
+            first_where = first_where or part.where
+            found = 0
+            for (slot_kind, k, _), ref, (_, w) in zip(part.slots, checked_refs(dec, part, wanted),
+                                                       part.refs):
+                if ref is not None and slot_kind == kind:
+                    columns[k].append((binfo["bin"], ref, w))
+                    found += 1
+            if found != leaves:
+                return None
+    dests = [allocate(first_where, [s if isinstance(s, np.ndarray) else s[1] for s in column])
+             for column in columns]
+    jobs: list[ReadJob] = []
+    for column, out in zip(columns, dests):
+        row = 0
+        for source in column:
+            rows = source if isinstance(source, np.ndarray) else source[1]
+            if rows.shape[1:] != out.shape[1:]:
+                raise FormatError(f"{first_where}: the episodes store one {kind} leaf in rows "
+                                  f"of different shapes ({rows.shape[1:]}, {out.shape[1:]})")
+            if isinstance(source, np.ndarray):
+                out[row:row + len(source)] = source
+            else:
+                jobs.append((source[0], source[1], source[2], out, row))
+            row += rows.shape[0]
+    read_rows(dec, jobs, sum(job[1].size for job in jobs))
+    return dests
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's READ_THREADS reader threads (started once; a forked child starts its own)."""
+    global _POOL
+    pid = os.getpid()
+    if _POOL is None or _POOL[0] != pid:
+        _POOL = (pid, ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gym_recorder-read"))
+    return _POOL[1]
+
+
+def allocate(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.ndarray:
     """Allocates one stacked array of an episode, of the parts' (common) dtype."""
     dtypes = [ref.dtype for ref in column]
     dtype = dtypes[0]
@@ -179,9 +303,58 @@ def _allocate(where: str, column: list[ArrayRef]) -> np.ndarray:
         raise FormatError(f"{where}: cannot allocate an array of shape {shape} of "
                           f"{dtype.str} for the episode") from e
 
-def _read_part_rows(dec: Decoder, job: tuple[Part, list[Any]]) -> None:
-    """Reads one part's stacked arrays into their rows of the episode's arrays."""
-    part, rows = job
-    bin_name = part.binfo["bin"]
-    for ref, where, out, row in rows:
-        dec.read_rows(bin_name, ref, where, out, row)
+def checked_refs(dec: Decoder, part: Part,
+                 kinds: frozenset[str] = STACKED) -> list[ArrayRef | None]:
+    """The references of a part's stacked arrays, each checked against its .bin, in slot order.
+
+    Checks the .bin's real size against the manifest, each reference (:func:`parse_ref`),
+    that its bytes lie inside the file, and its shape and dtype against the slot; None
+    stands for a slot that is not stacked (read with the part's infos) or not of ``kinds``.
+    """
+    binfo = part.binfo
+    bin_name, bin_size = binfo["bin"], binfo["bin_size"]
+    dec.check_bin(bin_name, bin_size)  # the real size, before allocating
+    refs: list[ArrayRef | None] = []
+    for (obj, w), (kind, _, _) in zip(part.refs, part.slots):
+        if kind not in STACKED or kind not in kinds:
+            refs.append(None)
+            continue
+        ref = parse_ref(obj, w, file=bin_name)
+        if ref.offset + ref.size > bin_size:
+            raise FormatError(f"{w}: bytes {ref.offset}..{ref.offset + ref.size} lie "
+                              f"outside {bin_name} ({bin_size} bytes)")
+        refs.append(ref)
+    dec.check_shapes(part, ((slot, ref.shape, ref.dtype, w)
+                            for slot, ref, (_, w) in zip(part.slots, refs, part.refs)
+                            if ref is not None))
+    return refs
+
+
+# One read into an allocated array: (.bin name, checked reference, where, array, first row).
+ReadJob = tuple[str, ArrayRef, str, np.ndarray, int]
+
+
+def read_rows(dec: Decoder, jobs: list[ReadJob], nbytes: int) -> None:
+    """Runs reads into their rows: in this thread, or split over READ_THREADS threads when
+    they fill at least PARALLEL_READ_BYTES. Returns when every read has ended; raises the
+    first failure, in job order."""
+    if nbytes < PARALLEL_READ_BYTES or len(jobs) < 2:
+        for job in jobs:
+            dec.read_rows(*job)
+        return
+    # Contiguous shares of about equal bytes, one per thread.
+    shares: list[list[ReadJob]] = [[] for _ in range(READ_THREADS)]
+    done, per = 0, nbytes / READ_THREADS
+    for job in jobs:
+        shares[min(int(done // per), READ_THREADS - 1)].append(job)
+        done += job[1].size
+    futures = [_pool().submit(_run, dec, share) for share in shares if share]
+    for f in futures:
+        f.exception()  # waits for every share, also when one of them failed
+    for f in futures:
+        f.result()
+
+
+def _run(dec: Decoder, jobs: list[ReadJob]) -> None:
+    for job in jobs:
+        dec.read_rows(*job)

@@ -19,18 +19,18 @@ from __future__ import annotations
 import bisect
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from .assemble import fast_episode, single_episode, stitched_episode
+from .assemble import COLUMN_KINDS, fast_episode, read_column, single_episode, stitched_episode
 from .batches import OpenEpisodes, decode_batch, list_batches
 from .columns import FastPart, decode_columns
 from .decode import Batch, Decoder, gc_paused, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
-from .errors import FormatError, RecordingClosedError
+from .errors import EmptySelectionError, FormatError, RecordingClosedError
 from .format import ENDS, continues
 from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
@@ -213,6 +213,43 @@ class RecordingReader:
                 fast = None if m.legacy else self._fast_part(dec, m, number)
                 yield self[index] if fast is None else fast_episode(m, fast, index)
                 index += 1
+
+    def column(self, name: str = "observations", episodes: Iterable[int] | None = None) -> Any:
+        """One field of many episodes as one array: every episode's rows in turn.
+
+        Equal to concatenating ``getattr(episode, name)`` over the episodes, leaf by leaf for
+        Dict and Tuple spaces (a leaf widened in some batches comes back widened), but each
+        leaf is allocated once and every part's bytes are read straight into its rows, with no
+        per-episode arrays in between. Leaves stored as values (Text, values outside the
+        space) and gym-recording writers come back joined from the episodes.
+
+        Example:
+            >>> with RecordingReader(tmp_dir) as reader:
+            ...     obs = reader.column("observations")   # (sum of N + 1, *obs shape)
+
+        Args:
+            name: ``"observations"`` (each episode's N + 1 rows), ``"actions"``,
+                ``"rewards"``, ``"terminations"`` or ``"truncations"``.
+            episodes: reader indices, in the order wanted (every episode by default).
+
+        Raises:
+            ValueError: if ``name`` is not one of those.
+            EmptySelectionError: if no episode is selected.
+            UnsupportedSpaceError: if the selected episodes' writers lay the field out
+                differently (different spaces).
+            FormatError: if a file is malformed, as reading the episodes would.
+        """
+        self._check_open()
+        if name not in COLUMN_KINDS:
+            raise ValueError(f"no column {name!r}; one of {', '.join(COLUMN_KINDS)}")
+        located = [self._locate(i) for i in (range(self._count) if episodes is None
+                                             else episodes)]
+        if not located:
+            raise EmptySelectionError(f"no episodes selected in {self.directory}")
+        dec = self._decoder
+        return read_column(dec, self.directory, name, located,
+                           lambda m, number: None if m.legacy else self._fast_part(dec, m, number),
+                           self._entries, self.__getitem__)
 
     def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
         """The column-decoded part of writer m's episode ``number`` if it is the episode's
