@@ -18,16 +18,16 @@ import numpy as np
 
 from .columns import FastPart
 from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
-from .episode import Episode
+from .episode import Episode, EpisodeSummary
 from .errors import FormatError, UnsupportedSpaceError
-from .format import ArrayRef, parse_ref
+from .format import ENDS, ArrayRef, continues, parse_ref
 from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from .spaces import ArrayLeaf, Layout
 
 __all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode",
-           "read_column", "stacked_column", "COLUMN_KINDS", "checked_refs", "read_rows", "allocate", "PARALLEL_READ_BYTES",
-           "READ_THREADS"]
+           "summarize", "read_column", "stacked_column", "COLUMN_KINDS", "checked_refs",
+           "read_rows", "allocate", "PARALLEL_READ_BYTES", "READ_THREADS"]
 
 # An episode of several parts with at least this many bytes of stacked arrays is read by
 # READ_THREADS threads, part by part (page faults and copies of the fresh arrays then overlap:
@@ -270,6 +270,41 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
             row += rows.shape[0]
     read_rows(dec, jobs, sum(job[1].size for job in jobs))
     return dests
+
+
+def summarize(dec: Decoder, m: Manifest, number: int, index: int,
+              parts: Iterable[PartItem]) -> EpisodeSummary:
+    """The summary of writer m's episode ``number`` (reader index ``index``) from its parts,
+    reading only their rewards."""
+    length, total, end, seed, sub_env = 0, 0.0, None, None, None
+    found = False
+    for binfo, entry, part_no, batch in parts:
+        where = f"{binfo['fn']} entry {entry.get('index')}"
+        steps = entry.get("steps")
+        if type(steps) is not int or steps < 0:
+            raise FormatError(f"{where}: 'steps' must be a non-negative integer")
+        ref = entry.get("rewards")
+        if not isinstance(ref, dict) or ref.get("__type") != "ndarray":
+            raise FormatError(f"{where} rewards: expected an array reference")
+        (rewards,) = dec.read_arrays(
+            binfo["bin"], [(ref, f"{where} rewards")], aligned=True,
+            expected_size=binfo["bin_size"],
+            file_size=dec.batch_size(batch, binfo))
+        if rewards.shape != (steps,) or rewards.dtype != np.float64:
+            raise FormatError(f"{where} rewards: expected a float64 array of shape ({steps},)")
+        length += steps
+        total += float(rewards.sum())
+        if part_no == 0:
+            seed, sub_env = entry.get("seed"), entry.get("sub_env")
+        end = None if continues(entry) else entry.get("end")
+        found = True
+    if not found:
+        raise FormatError(f"{m.name}: episode {number} not found in its batches")
+    if end is not None and end not in ENDS:
+        raise FormatError(f"{m.name}: episode {number} has unknown end {end!r}")
+    return EpisodeSummary(index, length, total,
+                          end, seed if type(seed) is int else None,
+                          sub_env if type(sub_env) is int else None, m.prefix, m.env_id)
 
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None

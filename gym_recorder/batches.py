@@ -9,9 +9,9 @@ batch files before them are read (:class:`OpenEpisodes`). :func:`decode_batch` r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from .assemble import tree
+from .assemble import PartItem, tree
 from .columns import decode_columns
 from .decode import Batch, Decoder, act_layout, gc_paused, obs_layout
 from .episode import BatchInfo, EpisodePart
@@ -20,11 +20,45 @@ from .format import continues
 from .legacy import legacy_episode
 from .manifest import Manifest
 
-__all__ = ["OpenEpisodes", "list_batches", "decode_batch"]
+__all__ = ["OpenEpisodes", "list_batches", "decode_batch", "episode_parts"]
 
 # writer episode id -> (the writer's episode number, the part number expected next, the index
 # in the episode of that part's first step)
 Open = dict[int, tuple[int, int, int]]
+
+
+def episode_parts(m: Manifest, number: int, b: int,
+                  batch_of: Callable[[Manifest, int], Batch]) -> Iterator[PartItem]:
+    """Yields (batch info, entry, part number, batch) for each part of writer m's episode
+    ``number``, from batch b on (``batch_of`` parses a batch, e.g. through a cache)."""
+    part_no = 0
+    episode_id = number
+    # The part-0 entry is in batch b, or (if b starts no episode) a later one. It is found
+    # by its position among the batch's part-0 entries, so that batches moved aside by
+    # repair (a gap in the entry numbers) do not shift the episodes after them.
+    while b < len(m.batches):
+        batch = batch_of(m, b)
+        if part_no == 0:
+            k = number - m.starts[b]
+            if not 0 <= k < len(batch.starts):
+                b += 1
+                continue
+            pos = batch.starts[k]
+            episode_id = batch.entries[pos]["episode"]
+        else:
+            found = batch.by_episode.get((episode_id, part_no))
+            if found is None:
+                if m.gap_before(b):
+                    break  # the next part was in a batch that is gone: the episode ends here
+                raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} "
+                                  "missing")
+            pos = found
+        entry = batch.entries[pos]
+        yield m.batches[b], entry, part_no, batch
+        if not continues(entry):
+            break
+        part_no += 1
+        b += 1
 
 
 def check_starts(m: Manifest, b: int, batch: Batch) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import fileio as _fileio
+from .columns import FastPart, decode_columns
 from .errors import ChecksumError, FormatError
 from .format import ArrayRef, entry_end, parse_ref
 from .manifest import Manifest, read_json
@@ -275,6 +276,21 @@ class Decoder:
                 and size <= len(batch.entries) * SMALL_ENTRY_BYTES):
             batch.data = self.read_exact(binfo["bin"], 0, size)
         return batch.data
+
+    def fast_part(self, m: Manifest, batch: Batch, binfo: dict[str, Any],
+                  entry: dict[str, Any]) -> FastPart | None:
+        """The entry decoded with all its batch's columns at once (decoded on first use, kept
+        with the batch), or None while the batch's bytes are not in memory or for an entry
+        the column path leaves out."""
+        data = self.batch_data(batch, binfo)
+        if data is None:
+            return None
+        if batch.parts is None:
+            with gc_paused():
+                batch.parts = decode_columns(m, binfo["bin"], batch.entries,
+                                             self.batch_size(batch, binfo), data, self._verify)
+        part: FastPart | None = batch.parts.get(entry["index"] - binfo["first"])
+        return part
 
     def batch_size(self, batch: Batch, binfo: dict[str, Any]) -> int:
         """The cached batch's .bin size, checked against the manifest on first use."""

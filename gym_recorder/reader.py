@@ -25,10 +25,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .assemble import COLUMN_KINDS, fast_episode, read_column, single_episode, stitched_episode
-from .batches import OpenEpisodes, decode_batch, list_batches
-from .columns import FastPart, decode_columns
-from .decode import Batch, Decoder, gc_paused, parse_batch
+from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single_episode,
+                       stitched_episode, summarize)
+from .batches import OpenEpisodes, decode_batch, episode_parts, list_batches
+from .columns import FastPart
+from .decode import Batch, Decoder, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from .errors import EmptySelectionError, FormatError, RecordingClosedError
 from .format import ENDS, continues
@@ -177,17 +178,10 @@ class RecordingReader:
         binfo, entry, part_no, batch = items[0]
         dec = self._decoder
         size = dec.batch_size(batch, binfo)
-        data = dec.batch_data(batch, binfo)
-        if data is not None:
-            # The batch's bytes are in memory: decode all its entries' columns once.
-            if batch.parts is None:
-                with gc_paused():
-                    batch.parts = decode_columns(m, binfo["bin"], batch.entries, size, data,
-                                                 dec.verify)
-            fast = batch.parts.get(entry["index"] - binfo["first"])
-            if fast is not None:
-                return fast_episode(m, fast, index)
-        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data)
+        fast = dec.fast_part(m, batch, binfo, entry)  # its batch's columns decoded at once
+        if fast is not None:
+            return fast_episode(m, fast, index)
+        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=batch.data)
         return single_episode(m, p, index)
 
     def __iter__(self) -> Iterator[Episode]:
@@ -262,16 +256,7 @@ class RecordingReader:
         entry = batch.entries[batch.starts[k]]
         if continues(entry):
             return None
-        binfo = m.batches[b]
-        size = dec.batch_size(batch, binfo)
-        data = dec.batch_data(batch, binfo)
-        if data is None:
-            return None
-        if batch.parts is None:
-            with gc_paused():
-                batch.parts = decode_columns(m, binfo["bin"], batch.entries, size, data,
-                                             dec.verify)
-        return batch.parts.get(entry["index"] - binfo["first"])
+        return dec.fast_part(m, batch, m.batches[b], entry)
 
     def close(self) -> None:
         """Releases cached batches and closes their files. Episodes already returned stay valid."""
@@ -310,37 +295,9 @@ class RecordingReader:
         for batch in batches:
             batch.close()
 
-    def _entries(self, m: Manifest, number: int,
-                 b: int) -> Iterator[tuple[dict[str, Any], dict[str, Any], int, Batch]]:
+    def _entries(self, m: Manifest, number: int, b: int) -> Iterator[PartItem]:
         """Yields (batch info, entry, part number, batch) for each part of a writer's episode."""
-        part_no = 0
-        episode_id = number
-        # The part-0 entry is in batch b, or (if b starts no episode) a later one. It is found
-        # by its position among the batch's part-0 entries, so that batches moved aside by
-        # repair (a gap in the entry numbers) do not shift the episodes after them.
-        while b < len(m.batches):
-            batch = self._batch(m, b)
-            if part_no == 0:
-                k = number - m.starts[b]
-                if not 0 <= k < len(batch.starts):
-                    b += 1
-                    continue
-                pos = batch.starts[k]
-                episode_id = batch.entries[pos]["episode"]
-            else:
-                found = batch.by_episode.get((episode_id, part_no))
-                if found is None:
-                    if m.gap_before(b):
-                        break  # the next part was in a batch that is gone: the episode ends here
-                    raise FormatError(f"{m.batches[b]['fn']}: episode {number} part {part_no} "
-                                      "missing")
-                pos = found
-            entry = batch.entries[pos]
-            yield m.batches[b], entry, part_no, batch
-            if not continues(entry):
-                break
-            part_no += 1
-            b += 1
+        return episode_parts(m, number, b, self._batch)
 
     # -- batch by batch ---------------------------------------------------------------------------
 
@@ -390,35 +347,8 @@ class RecordingReader:
             ep = self[index]
             return EpisodeSummary(index, ep.length, ep.total_reward, ep.end, ep.seed, ep.sub_env,
                                   ep.writer, ep.env_id)
-        length, total, end, seed, sub_env = 0, 0.0, None, None, None
-        found = False
-        for binfo, entry, part_no, batch in self._entries(m, number, m.first_batch(number)):
-            where = f"{binfo['fn']} entry {entry.get('index')}"
-            steps = entry.get("steps")
-            if type(steps) is not int or steps < 0:
-                raise FormatError(f"{where}: 'steps' must be a non-negative integer")
-            ref = entry.get("rewards")
-            if not isinstance(ref, dict) or ref.get("__type") != "ndarray":
-                raise FormatError(f"{where} rewards: expected an array reference")
-            (rewards,) = self._decoder.read_arrays(
-                binfo["bin"], [(ref, f"{where} rewards")], aligned=True,
-                expected_size=binfo["bin_size"],
-                file_size=self._decoder.batch_size(batch, binfo))
-            if rewards.shape != (steps,) or rewards.dtype != np.float64:
-                raise FormatError(f"{where} rewards: expected a float64 array of shape ({steps},)")
-            length += steps
-            total += float(rewards.sum())
-            if part_no == 0:
-                seed, sub_env = entry.get("seed"), entry.get("sub_env")
-            end = None if continues(entry) else entry.get("end")
-            found = True
-        if not found:
-            raise FormatError(f"{m.name}: episode {number} not found in its batches")
-        if end is not None and end not in ENDS:
-            raise FormatError(f"{m.name}: episode {number} has unknown end {end!r}")
-        return EpisodeSummary(index, length, total,
-                              end, seed if type(seed) is int else None,
-                              sub_env if type(sub_env) is int else None, m.prefix, m.env_id)
+        return summarize(self._decoder, m, number, index,
+                         self._entries(m, number, m.first_batch(number)))
 
     def summaries(self) -> Iterator[EpisodeSummary]:
         """Yields :meth:`summary` for every episode, in order."""
