@@ -17,7 +17,7 @@ from gym_recorder import assemble as assemble_module
 from gym_recorder.envgroups import MixedEnvsWarning
 from gym_recorder.errors import EmptySelectionError, OutsideSpaceWarning, UnsupportedSpaceError
 
-from conftest import run_random
+from conftest import assert_same, run_random
 from test_legacy import make_legacy
 
 FIELDS = ["observations", "actions", "rewards", "terminations", "truncations"]
@@ -35,34 +35,12 @@ def _joined(values):
     return [row for v in values for row in v]
 
 
-def _assert_same(got, want, where="column"):
-    if isinstance(want, dict):
-        assert isinstance(got, dict) and list(got) == list(want), where
-        for k in want:
-            _assert_same(got[k], want[k], f"{where}[{k!r}]")
-    elif isinstance(want, tuple):
-        assert isinstance(got, tuple) and len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want)):
-            _assert_same(g, w, f"{where}[{i}]")
-    elif isinstance(want, np.ndarray):
-        assert isinstance(got, np.ndarray), where
-        assert got.dtype == want.dtype and got.shape == want.shape, (where, got.dtype, got.shape)
-        assert got.tobytes() == want.tobytes(), where  # bit for bit (NaNs included)
-    else:
-        assert isinstance(got, list) and len(got) == len(want), where
-        for g, w in zip(got, want):
-            if isinstance(w, np.ndarray):
-                _assert_same(g, w, where)
-            else:
-                assert g == w, where
-
-
 def _check_all_fields(reader, episodes=None):
     indices = range(len(reader)) if episodes is None else episodes
     eps = [reader[i] for i in indices]
     for name in FIELDS:
         got = reader.column(name, episodes)
-        _assert_same(got, _joined([getattr(ep, name) for ep in eps]), name)
+        assert_same(got, _joined([getattr(ep, name) for ep in eps]), name)
 
 
 @pytest.fixture(params=["one thread", "threads"])
@@ -191,7 +169,7 @@ def test_writers_of_different_envs_are_refused_by_name(tmp_path):
         image = [i for i in range(len(reader)) if reader[i].env_id != "CartPole-v1"]
         assert reader.column(episodes=image).shape == (30 + len(image), 8, 8, 3)
         for name in ("rewards", "terminations", "truncations"):  # one leaf whatever the env
-            _assert_same(reader.column(name), _joined([getattr(ep, name) for ep in reader]),
+            assert_same(reader.column(name), _joined([getattr(ep, name) for ep in reader]),
                          name)
 
 
