@@ -15,8 +15,9 @@ data goes; recording and reading meet only in the format's modules):
   thread, retries, fsync, then the manifest); ``envspec`` (the env's spec).
 - Reading: ``storage`` (local or remote bytes) -> ``manifest`` (writers and their batches) ->
   ``decode`` and ``columns`` (a batch checked and decoded; ``outside``: leaves stored outside
-  their space) -> ``assemble`` (episode parts) -> ``reader`` (``RecordingReader``), ``episode``
-  (what it hands out), ``legacy`` (gym-recording files), ``envgroups``, ``batches``;
+  their space) -> ``assemble`` (episode parts into episodes, whole-recording columns and
+  summaries) -> ``reader`` (``RecordingReader``), ``episode`` (what it hands out), ``legacy``
+  (gym-recording files), ``envgroups``, ``batches`` (batch by batch, an episode's parts);
   ``integrity`` (verify and repair, with ``_checks``, ``_repair``, ``_salvage``).
 - Using a recording: ``selection``, ``sampling``, ``transitions``, ``datasets`` (training),
   ``export`` (summary, npz, plot, video), ``parquet``, ``minari_io``, ``cloud``, ``ray`` and
