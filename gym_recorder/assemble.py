@@ -88,7 +88,8 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
     parts the episode has.
     """
     parts = [dec.plan_part(m, binfo, entry, part_no) for binfo, entry, part_no, _ in items]
-    parsed = [checked_refs(dec, part) for part in parts]
+    parsed = [checked_refs(dec, part, dec.batch_size(batch, part.binfo))
+              for part, (_, _, _, batch) in zip(parts, items)]
     # The stacked slots are the same in every part: the layout's array leaves, then the
     # three step columns, in that order.
     stacked = [slot[:2] for slot in parts[0].slots if slot[0] in STACKED]
@@ -143,9 +144,9 @@ def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) ->
                         [row for p in loaded for row in p.infos])
 
 
-# The reader's lookups: an episode's parts (writer, number, first batch), and its
-# column-decoded only part if the reader has one (writer, number).
-EntriesLookup = Callable[[Manifest, int, int], Iterable[PartItem]]
+# The reader's lookups (writer, number): an episode's parts (never empty), and its
+# column-decoded only part if the reader has one.
+PartsLookup = Callable[[Manifest, int], list[PartItem]]
 FastLookup = Callable[[Manifest, int], FastPart | None]
 # The Episode fields a whole-recording column can be built of, and their kind of slot.
 COLUMN_KINDS = {"observations": "obs", "actions": "act", "rewards": "rewards",
@@ -153,7 +154,7 @@ COLUMN_KINDS = {"observations": "obs", "actions": "act", "rewards": "rewards",
 
 
 def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Manifest, int]],
-                fast: FastLookup, entries: EntriesLookup, episode: Callable[[int], Episode]) -> Any:
+                fast: FastLookup, parts: PartsLookup, episode: Callable[[int], Episode]) -> Any:
     """The ``name`` field of the located episodes (index, writer, number), joined in order.
 
     Array leaves of this format's writers are read by :func:`stacked_column`; anything else
@@ -178,7 +179,7 @@ def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Ma
     leaves = None
     if not any(m.legacy for _, m, _ in located):
         leaves = stacked_column(dec, kind, count, ((m, number) for _, m, number in located),
-                                fast, entries)
+                                fast, parts)
     if leaves is None:
         flatten: Callable[[Any], list[Any]] = (_one_leaf if layout is None
                                                else layout.flattener())
@@ -202,13 +203,6 @@ def _join(where: str, name: str, columns: list[Any]) -> Any:
     return join_leaf(columns)
 
 
-def _parts_of(m: Manifest, number: int, entries: EntriesLookup) -> list[PartItem]:
-    items = list(entries(m, number, m.first_batch(number)))
-    if not items:
-        raise FormatError(f"{m.name}: episode {number} not found in its batches")
-    return items
-
-
 def _signature(legacy: bool, layout: Layout | None) -> Any:
     """What two writers must share for one column of their episodes: each leaf's path and form."""
     if layout is None:
@@ -219,7 +213,7 @@ def _signature(legacy: bool, layout: Layout | None) -> Any:
 
 def stacked_column(dec: Decoder, kind: str, leaves: int,
                    episodes: Iterable[tuple[Manifest, int]], fast: FastLookup,
-                   entries: EntriesLookup) -> list[np.ndarray] | None:
+                   parts: PartsLookup) -> list[np.ndarray] | None:
     """One stacked kind (``"obs"``, ``"act"``, ``"rewards"``...) of many episodes, one array a leaf.
 
     Every part of every episode (writer, number) is planned and checked first, keeping only
@@ -242,12 +236,12 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
                 column.append(a)
             first_where = first_where or f"{m.name} episode {number}"
             continue
-        for binfo, entry, part_no, _ in _parts_of(m, number, entries):
+        for binfo, entry, part_no, batch in parts(m, number):
             part = dec.plan_part(m, binfo, entry, part_no)
             first_where = first_where or part.where
             found = 0
-            for (slot_kind, k, _), ref, (_, w) in zip(part.slots, checked_refs(dec, part, wanted),
-                                                       part.refs):
+            refs = checked_refs(dec, part, dec.batch_size(batch, binfo), wanted)
+            for (slot_kind, k, _), ref, (_, w) in zip(part.slots, refs, part.refs):
                 if ref is not None and slot_kind == kind:
                     columns[k].append((binfo["bin"], ref, w))
                     found += 1
@@ -273,11 +267,10 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
 
 
 def summarize(dec: Decoder, m: Manifest, number: int, index: int,
-              parts: Iterable[PartItem]) -> EpisodeSummary:
-    """The summary of writer m's episode ``number`` (reader index ``index``) from its parts,
-    reading only their rewards."""
+              parts: list[PartItem]) -> EpisodeSummary:
+    """The summary of writer m's episode ``number`` (reader index ``index``) from its parts
+    (at least one), reading only their rewards."""
     length, total, end, seed, sub_env = 0, 0.0, None, None, None
-    found = False
     for binfo, entry, part_no, batch in parts:
         where = f"{binfo['fn']} entry {entry.get('index')}"
         steps = entry.get("steps")
@@ -297,9 +290,6 @@ def summarize(dec: Decoder, m: Manifest, number: int, index: int,
         if part_no == 0:
             seed, sub_env = entry.get("seed"), entry.get("sub_env")
         end = None if continues(entry) else entry.get("end")
-        found = True
-    if not found:
-        raise FormatError(f"{m.name}: episode {number} not found in its batches")
     if end is not None and end not in ENDS:
         raise FormatError(f"{m.name}: episode {number} has unknown end {end!r}")
     return EpisodeSummary(index, length, total,
@@ -320,7 +310,8 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def allocate(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.ndarray:
-    """Allocates one stacked array of an episode, of the parts' (common) dtype."""
+    """Allocates one stacked array (of an episode, or a column of episodes) for the rows of
+    ``column``'s references or arrays, of their (common) dtype."""
     dtypes = [ref.dtype for ref in column]
     dtype = dtypes[0]
     if any(d != dtype for d in dtypes):
@@ -338,26 +329,27 @@ def allocate(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.ndarray:
         raise FormatError(f"{where}: cannot allocate an array of shape {shape} of "
                           f"{dtype.str} for the episode") from e
 
-def checked_refs(dec: Decoder, part: Part,
+
+def checked_refs(dec: Decoder, part: Part, file_size: int,
                  kinds: frozenset[str] = STACKED) -> list[ArrayRef | None]:
     """The references of a part's stacked arrays, each checked against its .bin, in slot order.
 
-    Checks the .bin's real size against the manifest, each reference (:func:`parse_ref`),
-    that its bytes lie inside the file, and its shape and dtype against the slot; None
-    stands for a slot that is not stacked (read with the part's infos) or not of ``kinds``.
+    ``file_size`` is the .bin's real size, already checked against the manifest
+    (:meth:`Decoder.batch_size`: before anything is allocated). Checks each reference
+    (:func:`parse_ref`), that its bytes lie inside the file, and its shape and dtype against
+    the slot; None stands for a slot that is not stacked (read with the part's infos) or not
+    of ``kinds``.
     """
-    binfo = part.binfo
-    bin_name, bin_size = binfo["bin"], binfo["bin_size"]
-    dec.check_bin(bin_name, bin_size)  # the real size, before allocating
+    bin_name = part.binfo["bin"]
     refs: list[ArrayRef | None] = []
     for (obj, w), (kind, _, _) in zip(part.refs, part.slots):
         if kind not in STACKED or kind not in kinds:
             refs.append(None)
             continue
         ref = parse_ref(obj, w, file=bin_name)
-        if ref.offset + ref.size > bin_size:
+        if ref.offset + ref.size > file_size:
             raise FormatError(f"{w}: bytes {ref.offset}..{ref.offset + ref.size} lie "
-                              f"outside {bin_name} ({bin_size} bytes)")
+                              f"outside {bin_name} ({file_size} bytes)")
         refs.append(ref)
     dec.check_shapes(part, ((slot, ref.shape, ref.dtype, w)
                             for slot, ref, (_, w) in zip(part.slots, refs, part.refs)

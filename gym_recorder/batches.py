@@ -20,7 +20,7 @@ from .format import continues
 from .legacy import legacy_episode
 from .manifest import Manifest
 
-__all__ = ["OpenEpisodes", "list_batches", "decode_batch", "episode_parts"]
+__all__ = ["OpenEpisodes", "list_batches", "decode_batch", "episode_parts", "episode_items"]
 
 # writer episode id -> (the writer's episode number, the part number expected next, the index
 # in the episode of that part's first step)
@@ -59,6 +59,19 @@ def episode_parts(m: Manifest, number: int, b: int,
             break
         part_no += 1
         b += 1
+
+
+def episode_items(m: Manifest, number: int,
+                  batch_of: Callable[[Manifest, int], Batch]) -> list[PartItem]:
+    """Every part of writer m's episode ``number`` (:func:`episode_parts` from its first batch).
+
+    Raises:
+        FormatError: if none of its batches holds it.
+    """
+    items = list(episode_parts(m, number, m.first_batch(number), batch_of))
+    if not items:
+        raise FormatError(f"{m.name}: episode {number} not found in its batches")
+    return items
 
 
 def check_starts(m: Manifest, b: int, batch: Batch) -> None:

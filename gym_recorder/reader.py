@@ -27,11 +27,11 @@ import numpy as np
 
 from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single_episode,
                        stitched_episode, summarize)
-from .batches import OpenEpisodes, decode_batch, episode_parts, list_batches
+from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
-from .errors import EmptySelectionError, FormatError, RecordingClosedError
+from .errors import EmptySelectionError, RecordingClosedError
 from .format import ENDS, continues
 from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
@@ -169,9 +169,7 @@ class RecordingReader:
         if m.legacy:
             return legacy_episode(self._decoder, m, self._batch(m, b), b, number - m.starts[b],
                                   index)
-        items = list(self._entries(m, number, b))
-        if not items:
-            raise FormatError(f"{m.name}: episode {number} not found in its batches")
+        items = self._parts(m, number)
         if len(items) > 1:
             return stitched_episode(self._decoder, m, items, index)
         # One part, in the batch loaded last (still cached): one read for all its arrays.
@@ -243,7 +241,7 @@ class RecordingReader:
         dec = self._decoder
         return read_column(dec, self.directory, name, located,
                            lambda m, number: None if m.legacy else self._fast_part(dec, m, number),
-                           self._entries, self.__getitem__)
+                           self._parts, self.__getitem__)
 
     def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
         """The column-decoded part of writer m's episode ``number`` if it is the episode's
@@ -295,9 +293,9 @@ class RecordingReader:
         for batch in batches:
             batch.close()
 
-    def _entries(self, m: Manifest, number: int, b: int) -> Iterator[PartItem]:
-        """Yields (batch info, entry, part number, batch) for each part of a writer's episode."""
-        return episode_parts(m, number, b, self._batch)
+    def _parts(self, m: Manifest, number: int) -> list[PartItem]:
+        """(batch info, entry, part number, batch) for each part of a writer's episode."""
+        return episode_items(m, number, self._batch)
 
     # -- batch by batch ---------------------------------------------------------------------------
 
@@ -347,8 +345,7 @@ class RecordingReader:
             ep = self[index]
             return EpisodeSummary(index, ep.length, ep.total_reward, ep.end, ep.seed, ep.sub_env,
                                   ep.writer, ep.env_id)
-        return summarize(self._decoder, m, number, index,
-                         self._entries(m, number, m.first_batch(number)))
+        return summarize(self._decoder, m, number, index, self._parts(m, number))
 
     def summaries(self) -> Iterator[EpisodeSummary]:
         """Yields :meth:`summary` for every episode, in order."""
