@@ -4,13 +4,15 @@ One process, one run, on the same image recording (``sample_envs/Image-v0``, 84x
 1,000-step episodes, default batches of about 5 MB):
 
 1. ``read_recording`` (step rows, ``iter_batches(batch_format="numpy")``) on a local Ray cluster
-   of 2 CPUs against ``RecordingReader`` iterating every episode, both from the page cache (every
-   file read once first). Target: Ray at least 50% of the reader's throughput. Measured in the
-   same run, Ray Data's own floor on this machine: (a) a datasource with as many read tasks,
-   each yielding a block of the same columns and sizes made of zeros (reading nothing), and
-   (b) ``ray.data.read_numpy`` of the same obs/next_obs bytes written as one .npy per batch,
-   iterated the same way. Neither floor decodes anything, so read_recording cannot beat them;
-   what they reach against the reader says whether the 50% target is reachable through Ray.
+   of 2 CPUs, with its default read tasks (consecutive batches up to ``TASK_BYTES``) and with a
+   task per batch (``batches_per_task=1``), against ``RecordingReader`` iterating every episode,
+   all from the page cache (every file read once first). Target: Ray at least 50% of the
+   reader's throughput. Measured in the same run, Ray Data's own floor on this machine: (a) a
+   datasource with the same read tasks, each yielding as many blocks of the same columns and
+   sizes made of zeros (reading nothing), for both task layouts, and (b) ``ray.data.read_numpy``
+   of the same obs/next_obs bytes written as one .npy per batch, iterated the same way. Neither
+   floor decodes anything, so read_recording cannot beat them; what they reach against the
+   reader says whether the 50% target is reachable through Ray.
 2. ``RecordingReader`` at an ``s3://`` URL served by moto's ThreadedMotoServer on 127.0.0.1 (in
    this process) against the same reader on the local directory, on a prefix of the episodes
    (moto keeps objects in memory and serves them from Python), and against the floor of that
@@ -86,42 +88,47 @@ def reader_pass(location: str, storage_options: dict | None = None,
     return time.perf_counter() - t0, n
 
 
-def ray_pass(location: str) -> tuple[float, int]:
+def ray_pass(location: str, batches_per_task: int | None = None) -> tuple[float, int]:
     from gym_recorder.ray import read_recording
 
     t0 = time.perf_counter()
     n = 0
-    for batch in read_recording(location).iter_batches(batch_format="numpy", batch_size=None):
+    ds = read_recording(location, batches_per_task=batches_per_task)
+    for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
         n += batch["obs"].nbytes + batch["next_obs"].nbytes
     return time.perf_counter() - t0, n
 
 
-def ray_zeros_pass(tasks: int, steps: int) -> tuple[float, int]:
-    """Ray Data's transport floor: as many read tasks as batches, each yielding a block of the
-    same columns and sizes (obs and next_obs frames of zeros, made a block by Ray: tensor
-    columns without a copy) and reading nothing."""
+def ray_zeros_pass(blocks: list[int], steps: int) -> tuple[float, int]:
+    """Ray Data's transport floor: a read task for each of read_recording's, each yielding as
+    many blocks (``blocks[i]``) of the columns and size of a batch's (obs and next_obs frames
+    of zeros, made a block by Ray: tensor columns without a copy) and reading nothing."""
     import ray.data
     from ray.data.block import BlockAccessor, BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
 
     size = 2 * steps * SIZE * SIZE * 3
 
-    def block() -> list:
-        frames = np.zeros((steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
-        return [BlockAccessor.batch_to_block({"obs": frames[:-1], "next_obs": frames[1:]})]
+    def block(count: int) -> list:
+        out = []
+        for _ in range(count):
+            frames = np.zeros((steps + 1, SIZE, SIZE, 3), dtype=np.uint8)
+            out.append(BlockAccessor.batch_to_block({"obs": frames[:-1], "next_obs": frames[1:]}))
+        return out
 
     class Zeros(Datasource):
         def estimate_inmemory_data_size(self) -> int:
-            return tasks * size
+            return sum(blocks) * size
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit=None,
                            data_context=None) -> list:
-            return [ReadTask(block, BlockMetadata(steps, size, None, None))
-                    for _ in range(tasks)]
+            return [ReadTask(lambda c=count: block(c),
+                             BlockMetadata(steps * count, size * count, None, None))
+                    for count in blocks]
 
     t0 = time.perf_counter()
     n = 0
-    ds = ray.data.read_datasource(Zeros(), override_num_blocks=tasks)
+    ds = ray.data.read_datasource(Zeros(), override_num_blocks=len(blocks))
     ds.context.execution_options.preserve_order = True
     for batch in ds.iter_batches(batch_format="numpy", batch_size=None):
         n += batch["obs"].nbytes + batch["next_obs"].nbytes
@@ -217,27 +224,37 @@ def main() -> None:
             ctx.enable_progress_bars = False
             ctx.print_on_execution_start = False
             ray_pass(d)  # start the workers once, untimed
+            from gym_recorder.ray import RecordingDatasource
+
+            source = RecordingDatasource(d)
+            batches, tasks = source.batches, source.tasks
+            grouped = [len(list(task())) for task in source.get_read_tasks(tasks)]
             with RecordingReader(d) as reader:
-                tasks = len(reader.batches())
-                steps = round(sum(s.length for s in reader.summaries()) / tasks)
-            print(f"1. read_recording (Ray, 2 CPUs, {tasks} read tasks) vs RecordingReader, "
-                  "local, page cache")
+                steps = round(sum(s.length for s in reader.summaries()) / batches)
+            print(f"1. read_recording (Ray, 2 CPUs, {batches} batches in {tasks} read tasks; "
+                  f"and a task per batch) vs RecordingReader, local, page cache")
+            ours_name = f"read_recording ({tasks} tasks)"
+            one_name = f"read_recording ({batches} tasks)"
+            zeros_name = f"Ray floor: {tasks} tasks, {sum(grouped)} blocks of zeros"
+            zeros1_name = f"Ray floor: {batches} tasks x 1 block of zeros"
+            numpy_name = f"Ray floor: read_numpy, {len(npy)} files"
             r = measure({"RecordingReader": lambda: reader_pass(d),
-                         "read_recording iter_batches": lambda: ray_pass(d),
-                         f"Ray floor: {tasks} tasks of zeros": lambda: ray_zeros_pass(tasks,
-                                                                                      steps),
-                         f"Ray floor: read_numpy, {len(npy)} files": lambda: ray_numpy_pass(npy)},
+                         ours_name: lambda: ray_pass(d),
+                         one_name: lambda: ray_pass(d, batches_per_task=1),
+                         zeros_name: lambda: ray_zeros_pass(grouped, steps),
+                         zeros1_name: lambda: ray_zeros_pass([1] * batches, steps),
+                         numpy_name: lambda: ray_numpy_pass(npy)},
                         args.repeats)
         finally:
             ray.shutdown()
-        ours, reader_rate = r["read_recording iter_batches"], r["RecordingReader"]
+        ours, reader_rate = r[ours_name], r["RecordingReader"]
         verdict("read_recording / RecordingReader", ours, reader_rate, RAY_TARGET)
-        zeros = r[f"Ray floor: {tasks} tasks of zeros"]
-        numpy_floor = r[f"Ray floor: read_numpy, {len(npy)} files"]
-        verdict("Ray floor (zeros) / RecordingReader", zeros, reader_rate, RAY_TARGET)
-        verdict("Ray floor (read_numpy) / RecordingReader", numpy_floor, reader_rate, RAY_TARGET)
-        verdict("read_recording / Ray floor (zeros)", ours, zeros)
-        verdict("read_recording / Ray floor (read_numpy)", ours, numpy_floor)
+        verdict("read_recording, a task per batch / RecordingReader", r[one_name], reader_rate,
+                RAY_TARGET)
+        for name in (zeros_name, zeros1_name, numpy_name):
+            verdict(f"{name[11:]} / RecordingReader", r[name], reader_rate)
+        verdict("read_recording / Ray floor (zeros, same tasks)", ours, r[zeros_name])
+        verdict("read_recording, a task per batch / its floor", r[one_name], r[zeros1_name])
 
         if not args.skip_s3:
             s3_part(d, min(args.s3_episodes, episodes), args.repeats)

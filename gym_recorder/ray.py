@@ -2,11 +2,12 @@
 
 Install with ``pip install "gymnasium-recorder[ray]"`` (``ray[data]``); add ``[cloud]`` for URLs.
 
-- :func:`read_recording` makes a :class:`ray.data.Dataset` from a recording directory or URL,
-  with one read task per committed batch. The tasks are fixed when the dataset is made, from the
-  manifests (never by listing files): a dataset is a snapshot, so a batch committed afterwards is
-  wholly absent from it (and wholly present in a dataset made later), and a batch being written is
-  never seen half. Rows come in the reader's order whatever Ray's scheduling: batch by batch as
+- :func:`read_recording` makes a :class:`ray.data.Dataset` from a recording directory or URL:
+  one block per committed batch, read by tasks of consecutive batches (about
+  :data:`TASK_BYTES` each; ``batches_per_task=1`` gives a task per batch). The batches are fixed
+  when the dataset is made, from the manifests (never by listing files): a dataset is a snapshot,
+  so a batch committed afterwards is wholly absent from it (and wholly present in a dataset made
+  later), and a batch being written is never seen half. Rows come in the reader's order whatever Ray's scheduling: batch by batch as
   ``reader.batches()`` lists them, by episode and step inside a batch. For single-env writers
   that is exactly the order of iterating the reader, episode by episode, step by step; the
   sub-envs of a vector writer interleave batch by batch, as they were committed.
@@ -14,7 +15,10 @@ Install with ``pip install "gymnasium-recorder[ray]"`` (``ray[data]``); add ``[c
   (in :mod:`gym_recorder.ray_record`, re-exported here).
 - :func:`to_rllib` renames step columns to RLlib's offline-data columns.
 
-The rows of one read task (one batch) are built in :mod:`gym_recorder.ray_blocks`.
+The rows of one batch (one block) are built in :mod:`gym_recorder.ray_blocks`. Why tasks of
+several batches: every read task costs Ray Data a round through its scheduler and object store
+(about 10 ms each on a 2-CPU machine), so a task per 5 MB batch holds throughput to a few
+hundred MB/s where tasks of 64 MB reach several times that (``benchmarks/bench_ray.py``).
 
 Step rows (``granularity="step"``), one per transition::
 
@@ -42,15 +46,18 @@ The rows are exactly what :class:`~gym_recorder.RecordingReader` gives:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from .ray_blocks import TaskSpec, check_columnar, read_block
 from .ray_record import ParallelSummary, record_parallel, worker_seeds
 
 __all__ = ["read_recording", "RecordingDatasource", "record_parallel", "ParallelSummary",
-           "to_rllib", "RLLIB_COLUMNS", "worker_seeds"]
+           "to_rllib", "RLLIB_COLUMNS", "TASK_BYTES", "worker_seeds"]
 
 GRANULARITIES = ("step", "episode")
+# Read tasks hold consecutive batches up to about this many bytes of rows (batches_per_task=None).
+TASK_BYTES = 64 << 20
 # Step columns and RLlib's offline-data (SingleAgentEpisode) column names for them.
 RLLIB_COLUMNS = {"obs": "obs", "next_obs": "new_obs", "action": "actions", "reward": "rewards",
                  "terminated": "terminateds", "truncated": "truncateds", "episode": "eps_id",
@@ -70,12 +77,51 @@ def _ray() -> Any:
 # -- the datasource ----------------------------------------------------------------------------
 
 
-def _make_read_task(spec: TaskSpec, rows: int | None, size: int | None) -> Any:
+def _read_blocks(specs: tuple[TaskSpec, ...]) -> Iterator[Any]:
+    """A read task's blocks: one per batch, in order (a batch without rows gives none)."""
+    for spec in specs:
+        yield from read_block(spec)
+
+
+def _make_read_task(specs: tuple[TaskSpec, ...],
+                    sizes: list[tuple[int | None, int | None]]) -> Any:
     from ray.data.block import BlockMetadata
     from ray.data.datasource import ReadTask
 
-    meta = BlockMetadata(num_rows=rows, size_bytes=size, input_files=None, exec_stats=None)
-    return ReadTask(lambda: read_block(spec), meta)
+    rows = [r for r, _ in sizes]
+    nbytes = [b for _, b in sizes]
+    meta = BlockMetadata(num_rows=None if None in rows else sum(r or 0 for r in rows),
+                         size_bytes=None if None in nbytes else sum(b or 0 for b in nbytes),
+                         input_files=None, exec_stats=None)
+    return ReadTask(lambda: _read_blocks(specs), meta)
+
+
+def _group(sizes: list[tuple[int | None, int | None]],
+           batches_per_task: int | None) -> list[tuple[int, int]]:
+    """Consecutive batches per read task, as [start, stop) ranges of the batches: a fixed
+    number, or (None) up to :data:`TASK_BYTES` of rows; a batch of unknown size (a
+    gym-recording batch) gets a task of its own."""
+    if batches_per_task is not None:
+        return [(a, min(a + batches_per_task, len(sizes)))
+                for a in range(0, len(sizes), batches_per_task)]
+    groups: list[tuple[int, int]] = []
+    start, total = 0, 0
+    for i, (_, size) in enumerate(sizes):
+        if i > start and (size is None or total + size > TASK_BYTES):
+            groups.append((start, i))
+            start, total = i, 0
+        total += TASK_BYTES if size is None else size
+    if start < len(sizes):
+        groups.append((start, len(sizes)))
+    return groups
+
+
+def _check_batches_per_task(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"batches_per_task must be None or a positive int, got {value!r}")
+    return int(value)
 
 
 _DATASOURCE: type | None = None
@@ -90,20 +136,23 @@ def _datasource_class() -> type:
     ray = _ray()
 
     class _RecordingDatasource(ray.data.Datasource):  # type: ignore[misc, name-defined]
-        """A recording as a Ray Data datasource: one read task per committed batch.
+        """A recording as a Ray Data datasource: one block per committed batch.
 
         The batches, and for episode rows the episodes' metadata, are taken from the manifests
-        when the datasource is made (a snapshot).
+        when the datasource is made (a snapshot). A read task reads ``batches_per_task``
+        consecutive batches, or (None) consecutive batches up to :data:`TASK_BYTES` of rows.
         """
 
         def __init__(self, location: str, *, granularity: str = "step",
-                     storage_options: dict[str, Any] | None = None, verify: bool = False) -> None:
+                     storage_options: dict[str, Any] | None = None, verify: bool = False,
+                     batches_per_task: int | None = None) -> None:
             super().__init__()
             from .reader import RecordingReader
 
             if granularity not in GRANULARITIES:
                 raise ValueError(f"granularity must be one of {GRANULARITIES}, got "
                                  f"{granularity!r}")
+            per_task = _check_batches_per_task(batches_per_task)
             kwargs: dict[str, Any] = {"verify": verify}
             if storage_options is not None:
                 kwargs["storage_options"] = storage_options
@@ -142,10 +191,16 @@ def _datasource_class() -> type:
                                              info, extra, eps))
                 self._sizes.append(_estimate(entries.get((info.writer, info.json_name)),
                                              eps, granularity))
+            self._groups = _group(self._sizes, per_task)
 
         @property
         def tasks(self) -> int:
             """The number of read tasks."""
+            return len(self._groups)
+
+        @property
+        def batches(self) -> int:
+            """The number of batches read (for episode rows: the batches where episodes start)."""
             return len(self._specs)
 
         def estimate_inmemory_data_size(self) -> int | None:
@@ -154,8 +209,8 @@ def _datasource_class() -> type:
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context: Any = None) -> list[Any]:
-            return [_make_read_task(spec, rows, size)
-                    for spec, (rows, size) in zip(self._specs, self._sizes)]
+            return [_make_read_task(tuple(self._specs[a:b]), self._sizes[a:b])
+                    for a, b in self._groups]
 
         def get_name(self) -> str:
             return "Recording"
@@ -167,7 +222,8 @@ def _datasource_class() -> type:
 
 
 def __getattr__(name: str) -> Any:
-    # RecordingDatasource(location, *, granularity="step", storage_options=None, verify=False):
+    # RecordingDatasource(location, *, granularity="step", storage_options=None, verify=False,
+    # batches_per_task=None):
     # the datasource behind read_recording, for ray.data.read_datasource.
     if name == "RecordingDatasource":
         return _datasource_class()
@@ -202,8 +258,8 @@ def _estimate(entry: dict[str, Any] | None, eps: tuple[Any, ...],
 
 def read_recording(path_or_url: str | os.PathLike[str], *, granularity: str = "step",
                    storage_options: dict[str, Any] | None = None, verify: bool = False,
-                   **read_args: Any) -> Any:
-    """A recording as a Ray Data dataset, one read task per committed batch.
+                   batches_per_task: int | None = None, **read_args: Any) -> Any:
+    """A recording as a Ray Data dataset, one block per committed batch.
 
     Example::
 
@@ -216,6 +272,8 @@ def read_recording(path_or_url: str | os.PathLike[str], *, granularity: str = "s
         granularity: ``"step"`` (one row per transition) or ``"episode"`` (one per episode).
         storage_options: passed to the fsspec filesystem of a URL.
         verify: check every array's CRC-32 as it is read.
+        batches_per_task: consecutive batches each read task reads; None (the default) groups
+            them up to :data:`TASK_BYTES` (64 MB) of rows a task, 1 gives a task per batch.
         **read_args: passed to :func:`ray.data.read_datasource` (e.g. ``concurrency``).
 
     Returns:
@@ -224,16 +282,17 @@ def read_recording(path_or_url: str | os.PathLike[str], *, granularity: str = "s
     Raises:
         FormatError: if the recording is malformed.
         UnsupportedValueError: for spaces with no column form (Sequence, Graph, OneOf).
-        ValueError: for an unknown granularity.
+        ValueError: for an unknown granularity or a bad ``batches_per_task``.
     """
     ray = _ray()
     location = os.fspath(path_or_url)
     source = _datasource_class()(location, granularity=granularity,
-                                 storage_options=storage_options, verify=verify)
+                                 storage_options=storage_options, verify=verify,
+                                 batches_per_task=batches_per_task)
     if source.tasks and "parallelism" not in read_args:
-        # One block per read task: left to itself, Ray Data would split each task's block in
-        # up to 200 / tasks pieces (its default minimum of blocks), each piece costing a round
-        # through the object store and scheduler for nothing.
+        # The tasks' blocks as they are: left to itself, Ray Data would split each task's
+        # output in up to 200 / tasks pieces (its default minimum of blocks), each piece costing
+        # a round through the object store and scheduler for nothing.
         read_args.setdefault("override_num_blocks", source.tasks)
     ds = ray.data.read_datasource(source, **read_args)
     ds.context.execution_options.preserve_order = True

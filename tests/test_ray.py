@@ -118,9 +118,47 @@ def test_read_recording_equals_the_reader(name, tmp_path):
         steps = assert_steps_equal(ds, reader)
         assert steps == sum(len(ep) for ep in reader)
         assert_episodes_equal(gr_ray.read_recording(d, granularity="episode"), reader)
-        if target:  # several batches, each its own read task
-            source = gr_ray.RecordingDatasource(str(d))
-            assert source.tasks == len(reader.batches()) > len(reader)
+        if target:  # several batches: each its own read task, or a few tasks of them
+            source = gr_ray.RecordingDatasource(str(d), batches_per_task=1)
+            assert source.tasks == source.batches == len(reader.batches()) > len(reader)
+            grouped = gr_ray.RecordingDatasource(str(d))  # < TASK_BYTES in all: one task
+            assert (grouped.tasks, grouped.batches) == (1, len(reader.batches()))
+
+
+@pytest.mark.parametrize("name", ["image", "dict"])
+@pytest.mark.parametrize("per_task", [2, 3, "bytes"])
+def test_tasks_of_several_batches_give_the_reader_rows(name, per_task, tmp_path, monkeypatch):
+    """Read tasks of consecutive batches (a fixed number, or up to TASK_BYTES of rows) give
+    the same rows in the same order, episodes continuing across batches and tasks included."""
+    gr_ray = _ray_mod()
+    make, episodes, target = ENVS[name]
+    d = tmp_path / name
+    record(make(), d, episodes, seed=3, target=target)
+    record(make(), d, 2, seed=4, target=target)  # a second writer
+    with RecordingReader(d) as reader:
+        batches = len(reader.batches())
+        if per_task == "bytes":  # about two batches' rows a task
+            monkeypatch.setattr(gr_ray, "TASK_BYTES", 2 * 2 * target + 1)
+            kwargs: dict = {}
+        else:
+            kwargs = {"batches_per_task": per_task}
+        source = gr_ray.RecordingDatasource(str(d), **kwargs)
+        assert source.batches == batches > 4
+        if per_task != "bytes":
+            assert source.tasks == -(-batches // per_task)
+        else:
+            assert 2 <= source.tasks < batches
+        assert_steps_equal(gr_ray.read_recording(d, **kwargs), reader)
+        assert_episodes_equal(gr_ray.read_recording(d, granularity="episode", **kwargs), reader)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_batches_per_task_must_be_a_positive_int(bad, tmp_path):
+    gr_ray = _ray_mod()
+    d = tmp_path / "c"
+    record(gym.make("CartPole-v1"), d, 2, seed=0, target=None)
+    with pytest.raises(ValueError, match="batches_per_task"):
+        gr_ray.read_recording(d, batches_per_task=bad)
 
 
 @pytest.mark.parametrize("name", ["image", "dict"])
@@ -135,7 +173,7 @@ def test_read_tasks_in_any_order_give_the_reader_rows(name, order, tmp_path):
     make, episodes, target = ENVS[name]
     d = tmp_path / name
     record(make(), d, episodes, seed=5, target=target)
-    tasks = gr_ray.RecordingDatasource(str(d)).get_read_tasks(1)
+    tasks = gr_ray.RecordingDatasource(str(d), batches_per_task=1).get_read_tasks(1)
     order_of = list(range(len(tasks)))
     if order == "backward":
         order_of.reverse()
