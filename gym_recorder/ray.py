@@ -18,7 +18,7 @@ Install with ``pip install "gymnasium-recorder[ray]"`` (``ray[data]``); add ``[c
 The rows of one batch (one block) are built in :mod:`gym_recorder.ray_blocks`. Why tasks of
 several batches: every read task costs Ray Data a round through its scheduler and object store
 (about 10 ms each on a 2-CPU machine), so a task per 5 MB batch holds throughput to a few
-hundred MB/s where tasks of 64 MB reach several times that (``benchmarks/bench_ray.py``).
+hundred MB/s where tasks of 64 MB reach about twice that (``benchmarks/bench_ray.py``).
 
 Step rows (``granularity="step"``), one per transition::
 
