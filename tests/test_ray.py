@@ -106,13 +106,19 @@ ENVS = {
 }
 
 
+def record_two_writers(name, d):
+    """Records ENVS[name] with two writers into d; returns the batch target."""
+    make, episodes, target = ENVS[name]
+    record(make(), d, episodes, seed=3, target=target)
+    record(make(), d, 2, seed=4, target=target)
+    return target
+
+
 @pytest.mark.parametrize("name", list(ENVS))
 def test_read_recording_equals_the_reader(name, tmp_path):
     gr_ray = _ray_mod()
-    make, episodes, target = ENVS[name]
     d = tmp_path / name
-    record(make(), d, episodes, seed=3, target=target)
-    record(make(), d, 2, seed=4, target=target)  # a second writer
+    target = record_two_writers(name, d)
     with RecordingReader(d) as reader:
         ds = gr_ray.read_recording(d)
         steps = assert_steps_equal(ds, reader)
@@ -131,10 +137,8 @@ def test_tasks_of_several_batches_give_the_reader_rows(name, per_task, tmp_path,
     """Read tasks of consecutive batches (a fixed number, or up to TASK_BYTES of rows) give
     the same rows in the same order, episodes continuing across batches and tasks included."""
     gr_ray = _ray_mod()
-    make, episodes, target = ENVS[name]
     d = tmp_path / name
-    record(make(), d, episodes, seed=3, target=target)
-    record(make(), d, 2, seed=4, target=target)  # a second writer
+    target = record_two_writers(name, d)
     with RecordingReader(d) as reader:
         batches = len(reader.batches())
         if per_task == "bytes":  # about two batches' rows a task
