@@ -228,7 +228,7 @@ def main() -> None:
 
             source = RecordingDatasource(d)
             batches, tasks = source.batches, source.tasks
-            grouped = [len(list(task())) for task in source.get_read_tasks(tasks)]
+            grouped = source.task_batches  # a block per batch
             with RecordingReader(d) as reader:
                 steps = round(sum(s.length for s in reader.summaries()) / batches)
             print(f"1. read_recording (Ray, 2 CPUs, {batches} batches in {tasks} read tasks; "

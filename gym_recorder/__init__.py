@@ -21,7 +21,7 @@ data goes; recording and reading meet only in the format's modules):
   ``integrity`` (verify and repair, with ``_checks``, ``_repair``, ``_salvage``).
 - Using a recording: ``selection``, ``sampling``, ``transitions``, ``datasets`` (training),
   ``export`` (summary, npz, plot, video), ``parquet``, ``minari_io``, ``cloud``, ``ray`` (with
-  ``ray_blocks``: one read task's rows) and ``ray_record``, ``view`` (the browser viewer);
+  ``ray_blocks``: one batch's rows) and ``ray_record``, ``view`` (the browser viewer);
   ``record``, ``replay``, ``vector_replay`` and ``compare`` (record with a policy, replay and
   compare).
 - The command line: ``cli`` (parser, ``main``), ``cli_record``, ``cli_inspect``, ``cli_output``.

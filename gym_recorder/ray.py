@@ -7,8 +7,9 @@ Install with ``pip install "gymnasium-recorder[ray]"`` (``ray[data]``); add ``[c
   :data:`TASK_BYTES` each; ``batches_per_task=1`` gives a task per batch). The batches are fixed
   when the dataset is made, from the manifests (never by listing files): a dataset is a snapshot,
   so a batch committed afterwards is wholly absent from it (and wholly present in a dataset made
-  later), and a batch being written is never seen half. Rows come in the reader's order whatever Ray's scheduling: batch by batch as
-  ``reader.batches()`` lists them, by episode and step inside a batch. For single-env writers
+  later), and a batch being written is never seen half. Rows come in the reader's order
+  whatever Ray's scheduling: batch by batch as ``reader.batches()`` lists them, by episode and
+  step inside a batch. For single-env writers
   that is exactly the order of iterating the reader, episode by episode, step by step; the
   sub-envs of a vector writer interleave batch by batch, as they were committed.
 - :func:`record_parallel` records an env with ``num_workers`` Ray actors into one directory
@@ -197,6 +198,11 @@ def _datasource_class() -> type:
         def tasks(self) -> int:
             """The number of read tasks."""
             return len(self._groups)
+
+        @property
+        def task_batches(self) -> list[int]:
+            """How many batches each read task reads, in order."""
+            return [b - a for a, b in self._groups]
 
         @property
         def batches(self) -> int:

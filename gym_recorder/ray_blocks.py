@@ -1,7 +1,8 @@
 """The blocks of :mod:`gym_recorder.ray`'s read tasks: step and episode rows of one batch.
 
-A read task (a :class:`TaskSpec`) names one committed batch and the batches before or after it
-that its rows need. :func:`read_block` decodes them through the reader of this worker process
+A :class:`TaskSpec` names one committed batch (one block of a read task, which reads one or
+several consecutive batches) and the batches before or after it that its rows need.
+:func:`read_block` decodes them through the reader of this worker process
 (:meth:`~gym_recorder.RecordingReader.read_batch`, the reader's own batch decoding) and lays the
 rows out as columns: step rows (obs, next_obs, action, reward, terminated, truncated, episode,
 step) or episode rows (variable-shaped tensors and the episode's metadata), Dict and Tuple leaves
@@ -109,7 +110,7 @@ def _ragged(arrays: list[Any]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What one read task reads: its batch, the batches before or after it that it needs."""
+    """One block of a read task: its batch, the batches before or after it that it needs."""
 
     location: str
     storage_options: dict[str, Any] | None
@@ -294,7 +295,7 @@ def _episode_block(spec: TaskSpec) -> Any:
 
 
 def read_block(spec: TaskSpec) -> Iterator[Any]:
-    """The read task's one block (none for a batch without rows): step or episode rows."""
+    """The block of one batch (none for a batch without rows): step or episode rows."""
     columns = _step_block(spec) if spec.granularity == "step" else _episode_block(spec)
     if columns:
         yield _to_block(columns)

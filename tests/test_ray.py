@@ -148,6 +148,7 @@ def test_tasks_of_several_batches_give_the_reader_rows(name, per_task, tmp_path,
             kwargs = {"batches_per_task": per_task}
         source = gr_ray.RecordingDatasource(str(d), **kwargs)
         assert source.batches == batches > 4
+        assert sum(source.task_batches) == batches and len(source.task_batches) == source.tasks
         if per_task != "bytes":
             assert source.tasks == -(-batches // per_task)
         else:
