@@ -259,8 +259,12 @@ class StepBuffer(ColumnBuffer):
 
     @property
     def full(self) -> bool:
-        """True when the batch being filled has no room for another step."""
-        return self._n_steps >= self._cap or self._n_obs >= self._cap_obs
+        """True when the batch being filled has no room for a reset and the step after it.
+
+        (Callers check this before :meth:`start_episode`: a reset takes an observation row, and
+        the step that follows it another, so one free row is not enough.)
+        """
+        return self._n_steps >= self._cap or self._n_obs + 2 > self._cap_obs
 
     # -- storing values ----------------------------------------------------------------------
 

@@ -548,3 +548,34 @@ def test_a_collected_wrapper_writes_what_it_buffered(tmp_path):
     with RecordingReader(tmp_path) as reader:
         assert [len(ep) for ep in reader] == [1]
         assert reader[0].end == "close" and reader.writers[0]["complete"]
+
+
+@pytest.mark.parametrize("autoreset", [False, True])
+def test_batches_of_very_short_episodes_never_run_out_of_rows(tmp_path, autoreset):
+    """Episodes of 0-3 steps (Blackjack, and resets in a row) in small batches: a reset takes an
+    observation row and the step after it another, so a batch is committed before either runs
+    out (once a bare IndexError from the buffer)."""
+    truth = TruthCollector(gym.make("Blackjack-v1"))
+    env = RecordingWrapper(gym.wrappers.Autoreset(truth) if autoreset else truth, tmp_path,
+                           target_batch_bytes=20_000, flush_interval=None)
+    env.action_space.seed(0)
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    steps = 0
+    while steps < 3000:
+        if not autoreset and rng.random() < 0.3:
+            env.reset()  # the open episode ends "reset" (often with 0 steps)
+        terminated = truncated = False
+        while not (terminated or truncated):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            steps += 1
+        if not autoreset:
+            env.reset()
+        else:
+            env.step(env.action_space.sample())  # the env resets itself: the next episode's reset
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        assert len(reader.batches()) > 20
+        assert min(len(ep) for ep in reader) == 0
+        assert_recording_matches(reader, truth.episodes, truth.observation_space,
+                                 truth.action_space)
