@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from dataclasses import replace
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import EmptySelectionError
+from .errors import EmptySelectionError, FormatError
 from .reader import Episode, RecordingReader
+from .selection import episode_indices
 from .transitions import tree_map
 
 __all__ = ["TransitionDataset", "EpisodeDataset", "WindowDataset"]
@@ -37,6 +39,14 @@ EPISODE_CACHE = 8
 
 def _row(tree: Any, k: int) -> Any:
     return tree_map(lambda leaf: leaf[k], tree)
+
+
+def _cut(ep: Episode, n: int) -> Episode:
+    """``ep`` with its first ``n`` steps only (and their ``n + 1`` observations and infos)."""
+    return replace(ep, observations=tree_map(lambda leaf: leaf[:n + 1], ep.observations),
+                   actions=tree_map(lambda leaf: leaf[:n], ep.actions), rewards=ep.rewards[:n],
+                   terminations=ep.terminations[:n], truncations=ep.truncations[:n],
+                   infos=ep.infos[:n + 1], end=None)
 
 
 class _RecordingDataset:
@@ -50,16 +60,22 @@ class _RecordingDataset:
         self._reader_obj: RecordingReader | None = None
         self._cache: OrderedDict[int, Episode] = OrderedDict()
         reader = self._reader()
-        n = len(reader)
-        chosen = range(n) if episodes is None else list(episodes)
-        for i in chosen:
-            if not 0 <= i < n:
-                raise IndexError(f"episode {i} out of range: {self.location} has {n} episodes")
-        self.episodes = np.asarray(chosen, dtype=np.int64)
+        self.episodes = np.asarray(episode_indices(reader, episodes), dtype=np.int64)
         if len(self.episodes) == 0:
             raise EmptySelectionError(f"no episodes selected in {self.location}")
+        n = len(reader)
         every = np.fromiter((s.length for s in reader.summaries()), dtype=np.int64, count=n)
         self.lengths = every[self.episodes]
+        # The selection as (writer, episode number within it): another process's reader of a
+        # recording still being written numbers episodes anew (an earlier writer's new episodes
+        # move every later writer's indices), so items are found by writer, not by index.
+        writers = reader.writers
+        starts = np.cumsum([0] + [w["episodes"] for w in writers]).astype(np.int64)
+        owner = np.searchsorted(starts, self.episodes, side="right") - 1
+        self._writers = [w["prefix"] for w in writers]
+        self._owner = owner.astype(np.int64)
+        self._numbers = self.episodes - starts[owner]
+        self._resolved: np.ndarray | None = self.episodes  # this process's reader indices
 
     def _reader(self) -> RecordingReader:
         pid = os.getpid()
@@ -67,20 +83,43 @@ class _RecordingDataset:
             # a reader inherited through fork is dropped, not used: it belongs to the parent
             self._reader_obj, self._reader_pid = None, None
             self._cache = OrderedDict()
-            self._reader_obj = RecordingReader(self.location, verify=self.verify)
-            self._reader_pid = pid
+            reader = RecordingReader(self.location, verify=self.verify)
+            self._resolved = None
+            if hasattr(self, "_writers"):  # (not while __init__ makes the selection)
+                self._resolved = self._resolve(reader)
+            self._reader_obj, self._reader_pid = reader, pid
         return self._reader_obj
 
-    def _episode(self, i: int) -> Episode:
+    def _resolve(self, reader: RecordingReader) -> np.ndarray:
+        """This reader's indices of the selected episodes (FormatError if one is gone)."""
+        start, count = {}, 0
+        for w in reader.writers:
+            start[w["prefix"]], count = (count, w["episodes"]), count + w["episodes"]
+        firsts = np.empty(len(self._writers), dtype=np.int64)
+        for k, prefix in enumerate(self._writers):
+            first, have = start.get(prefix, (None, 0))
+            numbers = self._numbers[self._owner == k]
+            if first is None or (len(numbers) and int(numbers.max()) >= have):
+                raise FormatError(f"{self.location}: writer {prefix} no longer holds the "
+                                  f"episodes this dataset was made with")
+            firsts[k] = first
+        return firsts[self._owner] + self._numbers
+
+    def _episode(self, e: int) -> Episode:
+        """The ``e``-th selected episode, cut to the steps it had when the dataset was made."""
         reader = self._reader()
-        ep = self._cache.get(i)
+        ep = self._cache.get(e)
         if ep is None:
-            ep = reader[i]
-            self._cache[i] = ep
+            assert self._resolved is not None
+            ep = reader[int(self._resolved[e])]
+            n = int(self.lengths[e])
+            if len(ep.rewards) > n:  # an episode still being recorded has grown since
+                ep = _cut(ep, n)
+            self._cache[e] = ep
             if len(self._cache) > EPISODE_CACHE:
                 self._cache.popitem(last=False)
         else:
-            self._cache.move_to_end(i)
+            self._cache.move_to_end(e)
         return ep
 
     def __getstate__(self) -> dict[str, Any]:
@@ -126,11 +165,11 @@ class TransitionDataset(_RecordingDataset):
         i = self._check_index(i, len(self))
         e = int(np.searchsorted(self.starts, i, side="right")) - 1
         k = i - int(self.starts[e])
-        ep = self._episode(int(self.episodes[e]))
+        ep = self._episode(e)
         return {"obs": _row(ep.observations, k), "next_obs": _row(ep.observations, k + 1),
                 "action": _row(ep.actions, k), "reward": ep.rewards[k],
                 "terminated": ep.terminations[k], "truncated": ep.truncations[k],
-                "episode": np.int64(ep.index), "step": np.int64(k)}
+                "episode": self.episodes[e], "step": np.int64(k)}
 
 
 class EpisodeDataset(_RecordingDataset):
@@ -150,10 +189,10 @@ class EpisodeDataset(_RecordingDataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
-        ep = self._episode(int(self.episodes[i]))
+        ep = self._episode(i)
         return {"observations": ep.observations, "actions": ep.actions, "rewards": ep.rewards,
                 "terminations": ep.terminations, "truncations": ep.truncations,
-                "episode": np.int64(ep.index),
+                "episode": self.episodes[i],
                 "seed": np.int64(-1 if ep.seed is None else ep.seed)}
 
 
@@ -196,7 +235,7 @@ class WindowDataset(_RecordingDataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
         e = int(self.owner[i])
-        ep = self._episode(int(self.episodes[e]))
+        ep = self._episode(e)
         n = len(ep.rewards)
         rows = int(self.offsets[i]) + np.arange(self.length, dtype=np.int64)
         mask = rows < n
@@ -211,5 +250,5 @@ class WindowDataset(_RecordingDataset):
                 "next_obs": tree_map(lambda x: take(x, 1), ep.observations),
                 "action": tree_map(take, ep.actions), "reward": ep.rewards[rows],
                 "terminated": ep.terminations[rows], "truncated": ep.truncations[rows],
-                "episode": np.full(self.length, ep.index, dtype=np.int64), "step": rows,
+                "episode": np.full(self.length, self.episodes[e], dtype=np.int64), "step": rows,
                 "mask": mask}

@@ -120,9 +120,11 @@ class RecordingReader:
     @property
     def writers(self) -> list[dict[str, Any]]:
         """One dict per writer: prefix, env_id, episodes, batches, complete, and its manifest."""
-        return [{"prefix": m.prefix, "env_id": m.env_id, "episodes": m.episodes,
-                 "batches": len(m.batches), "complete": m.complete, "legacy": m.legacy,
-                 "manifest": m.doc} for m in self._manifests]
+        return [_writer_entry(m) for m in self._manifests]
+
+    def writer_of(self, index: int) -> dict[str, Any]:
+        """The :attr:`writers` entry of the writer that recorded episode ``index``."""
+        return _writer_entry(self._locate(index)[1])
 
     def _first_described(self) -> Manifest | None:
         return next((m for m in self._manifests if not m.legacy), None)
@@ -351,6 +353,12 @@ class RecordingReader:
         """Yields :meth:`summary` for every episode, in order."""
         for i in range(self._count):
             yield self.summary(i)
+
+
+def _writer_entry(m: Manifest) -> dict[str, Any]:
+    return {"prefix": m.prefix, "env_id": m.env_id, "episodes": m.episodes,
+            "batches": len(m.batches), "complete": m.complete, "legacy": m.legacy,
+            "manifest": m.doc}
 
 
 def scan_recorded_traces(directory: str | os.PathLike[str],

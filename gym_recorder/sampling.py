@@ -24,7 +24,8 @@ import numpy as np
 
 from .errors import EmptySelectionError
 from .reader import Episode, RecordingReader
-from .transitions import Transitions
+from .selection import episode_indices
+from .transitions import Transitions, check_count
 
 __all__ = ["sample_episodes", "Windows", "windows"]
 
@@ -45,8 +46,9 @@ def sample_episodes(reader: RecordingReader, n: int, rng: np.random.Generator, *
             without ``replace``.
     """
     _check_rng(rng)
-    pool = np.arange(len(reader)) if episodes is None else np.asarray(episodes, dtype=np.int64)
-    if len(pool) == 0 or n < 0 or (not replace and n > len(pool)):
+    check_count(n)
+    pool = np.asarray(episode_indices(reader, episodes), dtype=np.int64)
+    if (n and len(pool) == 0) or (not replace and n > len(pool)):
         raise EmptySelectionError(f"cannot draw {n} of {len(pool)} episodes"
                                   f"{'' if replace else ' without replacement'}")
     return [reader[int(i)] for i in rng.choice(pool, size=n, replace=replace)]
@@ -113,7 +115,8 @@ class Windows:
     def sample(self, n: int, rng: np.random.Generator) -> dict[str, Any]:
         """``n`` windows drawn uniformly (with replacement) with ``rng``, as :meth:`batch`."""
         _check_rng(rng)
-        if len(self) == 0:
+        check_count(n)
+        if n and len(self) == 0:
             raise EmptySelectionError("there are no windows to sample")
         return self.batch(rng.integers(0, len(self), size=n))
 

@@ -13,15 +13,99 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from .errors import EmptySelectionError
+from .errors import EmptySelectionError, UnsupportedSpaceError
 from .reader import EpisodeSummary, RecordingReader
+from .spaces import build_space
 
-__all__ = ["select", "split"]
+__all__ = ["select", "split", "episode_indices", "selection_source", "SelectionSource"]
+
+
+def episode_indices(reader: RecordingReader, episodes: Iterable[int] | None) -> list[int]:
+    """``episodes`` checked and made non-negative (all of the reader's when None), in order.
+
+    Raises:
+        TypeError: if an index is not an integer (``1.7``, ``True``).
+        IndexError: if an index is out of range.
+    """
+    n = len(reader)
+    if episodes is None:
+        return list(range(n))
+    indices = []
+    for i in episodes:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"episode indices must be ints, got {i!r}")
+        if not -n <= i < n:
+            raise IndexError(f"episode {int(i)} out of range: the recording has {n} episodes")
+        indices.append(int(i) % n)
+    return indices
+
+
+@dataclass(frozen=True)
+class SelectionSource:
+    """What recorded a selection of episodes: the spaces, env id and manifest of its writers.
+
+    Attributes:
+        observation_space, action_space: the writers' spaces (one pair: they are checked equal).
+        env_id: the writers' env id, or None if they differ or none was recorded.
+        manifest: the manifest of the first writer of the selection (its ``env_spec``, versions),
+            with ``env_spec`` None when the writers' env ids differ.
+        writers: the prefixes of the writers, in the order they first appear.
+    """
+
+    observation_space: gym.Space[Any] | None
+    action_space: gym.Space[Any] | None
+    env_id: str | None
+    manifest: dict[str, Any]
+    writers: tuple[str, ...]
+
+
+def selection_source(reader: RecordingReader, indices: Sequence[int]) -> SelectionSource:
+    """The spaces and env of the writers of ``indices`` (exports describe these, not the first
+    writer of the directory).
+
+    Raises:
+        EmptySelectionError: if ``indices`` is empty.
+        UnsupportedSpaceError: if the episodes were recorded with different spaces.
+    """
+    if not len(indices):
+        raise EmptySelectionError(f"no episodes selected in {reader.directory}")
+    seen: dict[str, tuple[int, dict[str, Any]]] = {}
+    for i in indices:
+        w = reader.writer_of(i)
+        if w["prefix"] not in seen:
+            seen[w["prefix"]] = (int(i), w)
+    (i0, first), *others = seen.values()
+    doc = first["manifest"] or {}
+
+    def spaces(d: dict[str, Any]) -> str:
+        return json.dumps([d.get("observation_space"), d.get("action_space")], sort_keys=True)
+
+    for i, w in others:
+        if spaces(w["manifest"] or {}) != spaces(doc):
+            raise UnsupportedSpaceError(
+                f"{reader.directory}: episodes {i0} ({first['env_id'] or 'no env id'}, writer "
+                f"{first['prefix']}) and {i} ({w['env_id'] or 'no env id'}, writer {w['prefix']}) "
+                f"were recorded with different spaces; select one env's episodes (env_id=...)")
+    env_ids = {w["env_id"] for _, w in seen.values()}
+    env_id = env_ids.pop() if len(env_ids) == 1 else None
+    if env_id is None and first["env_id"] is not None:
+        doc = {**doc, "env_spec": None}
+    where = f"{reader.directory} writer {first['prefix']}"
+    return SelectionSource(
+        observation_space=build_space(doc.get("observation_space"), f"{where} observation_space")
+        if doc.get("observation_space") is not None else None,
+        action_space=build_space(doc.get("action_space"), f"{where} action_space")
+        if doc.get("action_space") is not None else None,
+        env_id=env_id, manifest=doc, writers=tuple(seen))
 
 
 def select(reader: RecordingReader, *, episodes: Iterable[int] | None = None,
@@ -42,16 +126,7 @@ def select(reader: RecordingReader, *, episodes: Iterable[int] | None = None,
         IndexError: if an index in ``episodes`` is out of range.
     """
     n = len(reader)
-    if episodes is None:
-        indices = list(range(n))
-    else:
-        indices = []
-        for i in episodes:
-            if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-                raise TypeError(f"episode indices must be ints, got {i!r}")
-            if not -n <= i < n:
-                raise IndexError(f"episode {int(i)} out of range: the recording has {n} episodes")
-            indices.append(int(i) % n)
+    indices = episode_indices(reader, episodes)
     writers = {writer} if isinstance(writer, str) else None if writer is None else set(writer)
     env_ids = {env_id} if isinstance(env_id, str) else None if env_id is None else set(env_id)
     if writers is not None or env_ids is not None or where is not None:
@@ -100,6 +175,10 @@ def split(episodes: Sequence[int] | RecordingReader, fractions: Sequence[float],
     if not fr or any(not (f > 0) or not math.isfinite(f) for f in fr) or abs(sum(fr) - 1) > 1e-6:
         raise ValueError(f"fractions must be positive and sum to 1, got {list(fractions)!r}")
     order = np.asarray(list(episodes), dtype=np.int64)
+    values, counts = np.unique(order, return_counts=True)
+    if len(values) < len(order):
+        raise ValueError(f"episode {int(values[counts > 1][0])} is given more than once: a split "
+                         f"would put it in two parts")
     if seed is not None:
         order = order[np.random.default_rng(seed).permutation(len(order))]
     cuts = np.round(np.cumsum(fr)[:-1] * len(order)).astype(np.int64)

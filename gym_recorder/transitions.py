@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import EmptySelectionError, UnsupportedSpaceError
 from .reader import RecordingReader
+from .selection import episode_indices, selection_source
 
 __all__ = ["Transitions", "transitions", "tree_map", "tree_leaves", "gather", "concat"]
 
@@ -138,9 +139,19 @@ class Transitions:
         """
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        if n < 0 or (not replace and n > len(self)):
-            raise EmptySelectionError(f"cannot draw {n} of {len(self)} steps without replacement")
+        check_count(n)
+        if (not replace and n > len(self)) or (n and not len(self)):
+            raise EmptySelectionError(f"cannot draw {n} of {len(self)} steps"
+                                      f"{'' if replace else ' without replacement'}")
         return self.rows(rng.choice(len(self), size=n, replace=replace))
+
+
+def check_count(n: Any) -> None:
+    """A number of draws must be an int >= 0 (ValueError, TypeError otherwise)."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"the number to draw must be an int, got {n!r}")
+    if n < 0:
+        raise ValueError(f"the number to draw must be >= 0, got {n}")
 
 
 def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterator[tuple[Any, ...]]:
@@ -199,9 +210,8 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) 
         EmptySelectionError: if there are no episodes.
         UnsupportedSpaceError: if episodes of the selection have different structures.
     """
-    indices = list(range(len(reader))) if episodes is None else [int(i) for i in episodes]
-    if not indices:
-        raise EmptySelectionError(f"no episodes selected in {reader.directory}")
+    indices = episode_indices(reader, episodes)
+    selection_source(reader, indices)  # one set of spaces (else UnsupportedSpaceError), or empty
     obs_parts, act_parts, rew, term, trunc, lengths = [], [], [], [], [], []
     for _, obs, act, r, te, tr in _episode_columns(reader, indices):
         obs_parts.append(obs)

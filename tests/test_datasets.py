@@ -112,3 +112,46 @@ def test_dataset_bad_selection_is_a_named_error(rec):
         EpisodeDataset(rec, episodes=[0, 6])
     with pytest.raises(ValueError, match="length must be a positive int, got 0"):
         WindowDataset(rec, 0)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataset_of_a_recording_still_written_gives_the_same_items_in_workers(tmp_path, method):
+    """A dataset made while writers still record: a worker's reader numbers episodes anew (the
+    older writer's new episode moves the later writer's indices), yet every worker returns the
+    items the dataset was made with, cut to the steps they had then."""
+    import gymnasium as gym
+
+    from gym_recorder import RecordingWrapper
+
+    a = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, file_prefix="a")  # sorts first
+    b = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, file_prefix="b")
+    for w, seed in ((a, 1), (b, 2)):
+        w.reset(seed=seed)
+        for _ in range(5):
+            w.step(0)
+        w.flush()  # b's episode is open: 5 steps committed so far
+    episodes, transitions_ = EpisodeDataset(tmp_path), TransitionDataset(tmp_path, [-1])
+    before = [episodes[k] for k in range(len(episodes))]
+    assert [int(e["seed"]) for e in before] == [1, 2] and len(transitions_) == 5
+    a.reset(seed=3)  # writer a commits a new episode: it becomes index 1 for a new reader
+    b.step(0)        # and b's open episode grows
+    for _ in range(5):
+        a.step(1)
+    a.flush()
+    b.flush()
+    with RecordingReader(tmp_path) as reader:
+        assert [ep.seed for ep in reader] == [1, 3, 2] and len(reader[2]) == 6
+    ctx = multiprocessing.get_context(method)
+    with ctx.Pool(1) as pool:
+        got = pool.apply(_items, (episodes, [0, 1]))
+        steps = pool.apply(_items, (transitions_, [0, 4, -1]))
+    for k in (0, 1):
+        assert int(got[k]["seed"]) == int(before[k]["seed"]) and got[k]["episode"] == k
+        for name in ("observations", "actions", "rewards"):
+            np.testing.assert_array_equal(got[k][name], before[k][name])
+    assert len(got[1]["rewards"]) == 5 and len(got[1]["observations"]) == 6
+    for s, k in zip(steps, (0, 4, 4)):
+        assert s["episode"] == 1 and s["step"] == k
+        np.testing.assert_array_equal(s["next_obs"], before[1]["observations"][k + 1])
+    a.close()
+    b.close()

@@ -198,3 +198,52 @@ def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_pat
     assert_tree(t.action, act, "action")
     assert_tree(t.reward, np.concatenate([truth[2]["rew"], truth[1]["rew"]]), "reward")
     assert t.step.tolist() == list(range(23)) * 2
+
+
+def test_bad_requests_are_named_errors(cartpole, tmp_path):
+    """Indices that are not ints, duplicates in a split, negative or empty draws, and a
+    selection spanning writers of different spaces: each a clear error, never numpy's."""
+    from gym_recorder.datasets import TransitionDataset
+    from gym_recorder.envgroups import MixedEnvsWarning
+    from gym_recorder.errors import UnsupportedSpaceError
+
+    d, _ = cartpole
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="episode 0 is given more than once"):
+        split([0, 0, 1, 1], (0.5, 0.5), seed=0)
+    with RecordingReader(d) as reader:
+        with pytest.raises(TypeError, match="episode indices must be ints, got 1.7"):
+            transitions(reader, [1.7])
+        last = transitions(reader, [-1])
+        assert int(last.episodes[0]) == len(reader) - 1
+        with pytest.raises(ValueError, match="must be >= 0"):
+            last.sample(-1, rng)
+        with pytest.raises(ValueError, match="must be >= 0"):
+            windows(last, 1).sample(-1, rng)
+        with pytest.raises(EmptySelectionError, match="cannot draw 1 of 0 episodes"):
+            sample_episodes(reader, 1, rng, episodes=[])
+        assert sample_episodes(reader, 0, rng) == []
+    ds = TransitionDataset(d, [-1])
+    assert ds[0]["episode"] == int(last.episodes[0])
+    np.testing.assert_array_equal(ds[len(ds) - 1]["next_obs"], last.next_obs[-1])
+    # a 0-step episode (reset, close): no step to draw from
+    import gymnasium as gym
+
+    from gym_recorder import RecordingWrapper
+    env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path / "zero")
+    env.reset(seed=0)
+    env.close()
+    with RecordingReader(tmp_path / "zero") as reader:
+        empty = transitions(reader)
+        assert len(empty) == 0
+        with pytest.raises(EmptySelectionError, match="cannot draw 4 of 0 steps"):
+            empty.sample(4, rng)
+    # writers of different spaces in one directory
+    mixed = tmp_path / "mixed"
+    record(mixed, "CartPole-v1", 2, seed=0)
+    with pytest.warns(MixedEnvsWarning):
+        record(mixed, "Pendulum-v1", 1, seed=0, env_kwargs={"max_episode_steps": 5})
+    with RecordingReader(mixed) as reader:
+        transitions(reader, select(reader, env_id="Pendulum-v1"))
+        with pytest.raises(UnsupportedSpaceError, match="different spaces; select one env"):
+            transitions(reader)
