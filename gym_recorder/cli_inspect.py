@@ -127,15 +127,27 @@ def cmd_export_training(args: argparse.Namespace) -> int:
     """``export --format parquet|minari`` (and the missing -o of npz)."""
     from .export import ExportError
 
+    episodes = None
+    if args.env is not None:
+        from .reader import RecordingReader
+        from .selection import select
+
+        with RecordingReader(args.directory) as reader:
+            episodes = select(reader, env_id=args.env)
     if args.format == "minari":
         if args.dataset_id is None or args.output is not None:
             raise ExportError("--format minari takes --dataset-id NS/NAME-vN and no --output "
                               "(Minari's root, MINARI_DATASETS_PATH, decides where it goes)")
         from .minari_io import export_minari
 
-        r = export_minari(args.directory, args.dataset_id)
+        r = export_minari(args.directory, args.dataset_id, episodes=episodes)
         say(args, f"wrote Minari dataset {r['dataset_id']} at {r['path']}: {r['episodes']} "
                    f"episodes, {r['steps']} steps")
+        if r["skipped"]:
+            say(args, f"  {count(len(r['skipped']), 'episode')} of 0 steps not exported (a "
+                      f"Minari episode has at least one step): "
+                      f"{', '.join(map(str, r['skipped'][:10]))}"
+                      f"{' ...' if len(r['skipped']) > 10 else ''}")
         for key, why in r["dropped"].items():
             say(args, f"  info {key!r} not exported: {why}")
         return EXIT_OK
@@ -144,7 +156,7 @@ def cmd_export_training(args: argparse.Namespace) -> int:
     from .parquet import export_parquet
 
     r = export_parquet(args.directory, args.output,
-                       max_file_bytes=args.max_file_bytes)
+                       max_file_bytes=args.max_file_bytes, episodes=episodes)
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")

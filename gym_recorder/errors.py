@@ -18,6 +18,8 @@ __all__ = [
     "OutputExistsError",
     "UnsupportedSpaceError",
     "CommandError",
+    "DatasetError",
+    "DatasetNotFoundError",
 ]
 
 
@@ -79,6 +81,14 @@ class OutputExistsError(RecorderError, FileExistsError):
 
 class UnsupportedSpaceError(RecorderError, TypeError):
     """A space (ours or a Minari dataset's) cannot be represented in the requested format."""
+
+
+class DatasetError(RecorderError, ValueError):
+    """Another tool's dataset (Minari's) is malformed, truncated or inconsistent; nothing was written."""
+
+
+class DatasetNotFoundError(DatasetError, FileNotFoundError):
+    """There is no such dataset (no folder holding ``data/``, no id in the local root)."""
 
 
 class CommandError(RecorderError):

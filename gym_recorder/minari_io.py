@@ -28,9 +28,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .errors import OutputExistsError, UnsupportedSpaceError
+from .errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
+                     RecorderError, UnsupportedSpaceError)
 from .export import _require
 from .reader import RecordingReader
+from .selection import SelectionSource, episode_indices, selection_source
 from .spaces import describe_space
 
 __all__ = ["export_minari", "import_minari", "import_env_module"]
@@ -78,6 +80,10 @@ def _check_minari_space(space: gym.Space[Any] | None, where: str) -> None:
         items = space.spaces.items() if isinstance(space, gym.spaces.Dict) \
             else enumerate(space.spaces)
         for k, sub in items:
+            if isinstance(space, gym.spaces.Dict) and (not isinstance(k, str) or "/" in k):
+                # Minari's HDF5 groups are paths: "a/b" would be read back as {"a": {"b": ...}}
+                raise UnsupportedSpaceError(f"{where}: Minari cannot store the Dict key {k!r} "
+                                            f"(keys must be strings without '/')")
             _check_minari_space(sub, f"{where}[{k!r}]")
 
 
@@ -127,8 +133,8 @@ def _infos_for_minari(infos: list[dict[str, Any]], dropped: dict[str, str]) -> d
     return out
 
 
-def _env_for(reader: RecordingReader) -> Any:
-    env_id = reader.env_id
+def _env_for(source: SelectionSource) -> Any:
+    env_id = source.env_id
     if not env_id:
         return None
     import_env_module(env_id)
@@ -136,10 +142,24 @@ def _env_for(reader: RecordingReader) -> Any:
         spec = gym.spec(env_id)
     except gym.error.Error:
         return None  # not registered here: the dataset gets the spaces only
-    recorded = (reader.writers[0].get("manifest") or {}).get("env_spec") or {}
+    recorded = source.manifest.get("env_spec") or {}
     if isinstance(recorded.get("kwargs"), dict):
         spec = replace(spec, kwargs={**spec.kwargs, **recorded["kwargs"]})
     return spec
+
+
+def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
+    """The namespace of ``NAMESPACE/NAME-vN`` (ValueError, one line, for anything else)."""
+    try:
+        if not isinstance(dataset_id, str):
+            raise TypeError
+        namespace, name, version = parse_dataset_id(dataset_id)
+        if not name or version is None:
+            raise ValueError
+    except (ValueError, TypeError):
+        raise ValueError(f"{dataset_id!r} is not a Minari dataset id: use NAMESPACE/NAME-vN or "
+                         f"NAME-vN (e.g. cartpole/expert-v0)") from None
+    return namespace  # type: ignore[no-any-return]
 
 
 def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
@@ -153,11 +173,17 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         description: the dataset's description.
 
     Returns:
-        ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why}}``.
+        ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why},
+        "skipped": [reader indices]}``: episodes of 0 steps (a reset followed by a reset or by
+        ``close()``, as a recording loop often ends) are skipped, since a Minari episode has at
+        least one step; the spaces and env are those of the selected episodes' writers.
 
     Raises:
         OutputExistsError: if the dataset exists.
-        UnsupportedSpaceError: if a space cannot be represented.
+        UnsupportedSpaceError: if a space cannot be represented, or the selected episodes were
+            recorded with different spaces.
+        EmptySelectionError: if no selected episode has a step.
+        ValueError: if ``dataset_id`` is not ``NAMESPACE/NAME-vN`` or ``NAME-vN``.
         MissingExtraError: if minari is not installed.
     """
     minari = _require("minari", "minari")
@@ -165,7 +191,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.storage.datasets_root_dir import get_dataset_path
 
-    namespace, _, _ = parse_dataset_id(dataset_id)  # ValueError for a malformed id
+    namespace = _parse_id(parse_dataset_id, dataset_id)
     root = os.path.realpath(get_dataset_path())
     final = os.path.realpath(os.path.join(root, dataset_id))
     if os.path.commonpath([root, final]) != root:
@@ -174,29 +200,37 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         raise OutputExistsError(f"the Minari dataset {dataset_id} exists at {final}")
     dropped: dict[str, str] = {}
     with RecordingReader(directory) as reader:
-        _check_space(reader.observation_space, "observation space")
-        _check_space(reader.action_space, "action space")
-        _check_minari_space(reader.observation_space, f"{directory}: observation space")
-        _check_minari_space(reader.action_space, f"{directory}: action space")
-        buffers, steps = [], 0
-        chosen = range(len(reader)) if episodes is None else episodes
-        for k, i in enumerate(chosen):
+        chosen = episode_indices(reader, episodes)
+        if not chosen:
+            raise EmptySelectionError(f"{directory}: no episodes to export")
+        source = selection_source(reader, chosen)
+        for space, what in ((source.observation_space, "observation space"),
+                            (source.action_space, "action space")):
+            _check_space(space, f"{directory}: {what}")
+            _check_minari_space(space, f"{directory}: {what}")
+        buffers: list[Any] = []
+        steps, skipped = 0, []
+        for i in chosen:
             ep = reader[i]
+            if not ep.length:  # Minari's episodes have at least one step
+                skipped.append(i)
+                continue
             options = ep.options
             if options is not None and not isinstance(options, dict):
                 dropped.setdefault("<reset options>", "Minari keeps only dict options")
                 options = None
             buffers.append(EpisodeBuffer(
-                id=k, seed=ep.seed, options=options, observations=ep.observations,
+                id=len(buffers), seed=ep.seed, options=options, observations=ep.observations,
                 actions=ep.actions, rewards=ep.rewards, terminations=ep.terminations,
                 truncations=ep.truncations, infos=_infos_for_minari(ep.infos, dropped)))
             steps += ep.length
         if not buffers:
-            raise UnsupportedSpaceError(f"{directory}: no episodes to export")
-        env = _env_for(reader)
+            raise EmptySelectionError(f"{directory}: every selected episode has 0 steps (a reset "
+                                      f"then a reset or close); Minari needs at least one step")
+        env = _env_for(source)
         kwargs: dict[str, Any] = dict(
-            env=env, observation_space=reader.observation_space,
-            action_space=reader.action_space, data_format="hdf5", eval_env=env,
+            env=env, observation_space=source.observation_space,
+            action_space=source.action_space, data_format="hdf5", eval_env=env,
             algorithm_name="recorded with gym_recorder",
             description=description or f"Exported by gym_recorder from {directory}.")
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
@@ -229,7 +263,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
                 os.environ["MINARI_DATASETS_PATH"] = saved
             shutil.rmtree(tmp_root, ignore_errors=True)
     return {"dataset_id": dataset_id, "path": final, "episodes": len(buffers), "steps": steps,
-            "dropped": dropped}
+            "dropped": dropped, "skipped": skipped}
 
 
 class _Playback(gym.Env):
@@ -286,11 +320,54 @@ def _info_rows(infos: Any, n: int, where: str) -> list[dict[str, Any]]:
 
 def _open_dataset(minari: Any, dataset: str | os.PathLike[str]) -> Any:
     path = os.fspath(dataset)
-    if os.path.isdir(os.path.join(path, "data")):
-        return minari.MinariDataset(os.path.join(path, "data"))
-    if os.path.isdir(path) and os.path.basename(os.path.normpath(path)) == "data":
-        return minari.MinariDataset(path)
-    return minari.load_dataset(path)  # an id in the local root (MINARI_DATASETS_PATH honoured)
+    try:
+        if os.path.isdir(os.path.join(path, "data")):
+            return minari.MinariDataset(os.path.join(path, "data"))
+        if os.path.isdir(path) and os.path.basename(os.path.normpath(path)) == "data":
+            return minari.MinariDataset(path)
+        if os.path.isabs(path) or os.path.exists(path) or path.startswith("."):
+            raise DatasetNotFoundError(f"{path}: not a Minari dataset folder (none holds data/)")
+        return minari.load_dataset(path)  # an id in the local root (MINARI_DATASETS_PATH honoured)
+    except FileNotFoundError as e:
+        if isinstance(e, DatasetNotFoundError):
+            raise
+        from minari.storage.datasets_root_dir import get_dataset_path
+        raise DatasetNotFoundError(
+            f"Minari dataset {path} not found: not a folder holding data/, nor an id in the "
+            f"local root {get_dataset_path()} (MINARI_DATASETS_PATH); download remote datasets "
+            f"with `minari download {path}` first") from None
+    except RecorderError:
+        raise
+    except Exception as e:  # h5py, json and Minari's own checks on files we did not write
+        raise _unreadable(path, e) from e
+
+
+def _unreadable(dataset: Any, e: BaseException) -> DatasetError:
+    what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    return DatasetError(f"Minari dataset {os.fspath(dataset)} cannot be read ({what.splitlines()[0]})")
+
+
+def _check_lengths(ep: Any, where: str) -> int:
+    """The episode's step count N, once actions, rewards, ends (N) and observations (N + 1)
+    agree (Minari checks none of it on read)."""
+    def rows(tree: Any) -> set[int]:
+        if isinstance(tree, dict):
+            return set().union(*(rows(v) for v in tree.values())) if tree else set()
+        if isinstance(tree, tuple):
+            return set().union(*(rows(v) for v in tree)) if tree else set()
+        return {len(tree)}
+
+    n = len(ep.rewards)
+    found = {"actions": rows(ep.actions), "terminations": {len(ep.terminations)},
+             "truncations": {len(ep.truncations)}}
+    for name, got in found.items():
+        if got and got != {n}:
+            raise DatasetError(f"{where}: {name} have {sorted(got)} rows for {n} rewards")
+    obs = rows(ep.observations)
+    if obs and obs != {n + 1}:
+        raise DatasetError(f"{where}: observations have {sorted(obs)} rows for {n} steps "
+                           f"(a Minari episode has one more observation than steps)")
+    return n
 
 
 def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[str]) -> dict[str, Any]:
@@ -306,7 +383,9 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
     Raises:
         OutputExistsError: if ``directory`` exists.
         UnsupportedSpaceError: if the dataset's spaces or infos cannot be represented.
-        FileNotFoundError: if there is no such dataset.
+        DatasetNotFoundError: if there is no such dataset (a FileNotFoundError).
+        DatasetError: if the dataset's files are damaged or inconsistent (its metadata, HDF5,
+            episodes whose arrays disagree on the number of steps); nothing is written.
     """
     minari = _require("minari", "minari")
     from .wrapper import RecordingWrapper
@@ -315,26 +394,45 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
     if os.path.lexists(out):
         raise OutputExistsError(f"{out} exists; choose a new recording directory")
     ds = _open_dataset(minari, dataset)
-    _check_space(ds.observation_space, f"Minari dataset {ds.id} observation space")
-    _check_space(ds.action_space, f"Minari dataset {ds.id} action space")
-    spec = ds.env_spec
+    try:
+        obs_space, act_space, spec, name = ds.observation_space, ds.action_space, ds.env_spec, ds.id
+    except Exception as e:
+        raise _unreadable(dataset, e) from e
+    _check_space(obs_space, f"Minari dataset {name} observation space")
+    _check_space(act_space, f"Minari dataset {name} action space")
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(out)}.tmp{secrets.token_hex(4)}")
-    play = _Playback(ds.observation_space, ds.action_space, spec)
+    play = _Playback(obs_space, act_space, spec)
     steps = count = 0
     try:
         env = RecordingWrapper(play, tmp)
         try:
-            ids = ds.episode_indices
-            metas = list(ds.storage.get_episode_metadata(ids))
-            for meta, ep in zip(metas, ds.iterate_episodes()):
-                n = len(ep.rewards)
+            try:
+                ids = ds.episode_indices
+                metas = list(ds.storage.get_episode_metadata(ids))
+                episodes = ds.iterate_episodes()
+            except Exception as e:
+                raise _unreadable(dataset, e) from e
+            if len(metas) != len(ids):
+                raise DatasetError(f"Minari dataset {name}: {len(metas)} episode metadata for "
+                                   f"{len(ids)} episodes")
+            for meta in metas:
+                try:
+                    ep = next(episodes)
+                    where = f"Minari dataset {name} episode {ep.id}"
+                    n = _check_lengths(ep, where)
+                    seed = meta.get("seed")
+                    seed = None if seed is None else int(seed)
+                    options = meta.get("options")
+                except RecorderError:
+                    raise
+                except Exception as e:  # h5py, numpy, Minari on a damaged file
+                    raise _unreadable(dataset, e) from e
                 play.episode = {"observations": ep.observations, "rewards": ep.rewards,
                                 "terminations": ep.terminations, "truncations": ep.truncations,
-                                "infos": _info_rows(ep.infos, n, f"episode {ep.id}")}
-                seed = meta.get("seed")
-                env.reset(seed=None if seed is None else int(seed), options=meta.get("options"))
+                                "infos": _info_rows(ep.infos, n, where)}
+                env.reset(seed=seed, options=options)
                 for k in range(n):
                     env.step(_row(ep.actions, k))
                 steps += n
@@ -347,4 +445,4 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"path": out, "dataset_id": ds.id, "episodes": count, "steps": steps}
+    return {"path": out, "dataset_id": name, "episodes": count, "steps": steps}

@@ -30,6 +30,7 @@ from ._version import __version__
 from .errors import OutputExistsError, UnsupportedSpaceError
 from .export import _require
 from .reader import RecordingReader
+from .selection import SelectionSource, episode_indices, selection_source
 from .spaces import describe_space
 from .transitions import Transitions, transitions, tree_leaves
 
@@ -44,13 +45,29 @@ METADATA_NAME = "gym_recorder.json"
 STRING_BYTES = 64
 
 
-def _columns(t: Transitions) -> dict[str, Any]:
+class _Widen(Exception):
+    """A column comes wider in later episodes than in the files written so far."""
+
+    def __init__(self, name: str, dtype: np.dtype[Any]) -> None:
+        super().__init__(name, dtype)
+        self.name, self.dtype = name, dtype
+
+
+def _columns(t: Transitions, forced: dict[str, np.dtype[Any]] | None = None) -> dict[str, Any]:
     cols: dict[str, Any] = {}
     for key, tree in (("obs", t.obs), ("next_obs", t.next_obs), ("action", t.action)):
         for path, leaf in tree_leaves(tree):
-            cols[f"{key}.{path}" if path else key] = leaf
+            name = f"{key}.{path}" if path else key
+            if name in cols:
+                raise UnsupportedSpaceError(
+                    f"column {name}: two leaves of the {key} space have this dotted name (a Dict "
+                    f"key holding '.' beside a nested key); Parquet columns need distinct names")
+            cols[name] = leaf
     cols.update(reward=t.reward, terminated=t.terminated, truncated=t.truncated,
                 episode=t.episode, step=t.step)
+    for name, dtype in (forced or {}).items():
+        if name in cols and isinstance(cols[name], np.ndarray) and cols[name].dtype != dtype:
+            cols[name] = cols[name].astype(dtype)  # (a result_type: every value kept exactly)
     return cols
 
 
@@ -62,6 +79,9 @@ def _arrow(pa: Any, name: str, leaf: Any) -> Any:
                                     f"have no fixed type and cannot be exported to Parquet")
     if leaf.dtype.kind in "cO" or leaf.dtype.byteorder == ">":
         raise UnsupportedSpaceError(f"column {name}: dtype {leaf.dtype} has no Parquet type")
+    if 0 in leaf.shape[1:]:
+        raise UnsupportedSpaceError(f"column {name}: rows of shape {leaf.shape[1:]} hold no "
+                                    f"values, and Parquet's fixed-size lists need at least one")
     leaf = np.ascontiguousarray(leaf)
     if leaf.ndim == 1:
         return pa.array(leaf)
@@ -160,7 +180,16 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
     os.mkdir(tmp)  # (not mkdtemp: the folder keeps the umask's mode once renamed)
     try:
         with RecordingReader(directory) as reader:
-            result = _write(pa, pq, reader, tmp, max_file_bytes, episodes)
+            indices = episode_indices(reader, episodes)
+            source = selection_source(reader, indices)
+            forced: dict[str, np.dtype[Any]] = {}
+            while True:
+                try:
+                    result = _write(pa, pq, reader, tmp, max_file_bytes, indices, source, forced)
+                    break
+                except _Widen as w:  # a leaf recorded wider in later batches: write it wide
+                    forced[w.name] = w.dtype
+                    shutil.rmtree(os.path.join(tmp, "data"))
         if os.path.lexists(out):
             raise OutputExistsError(f"{out} appeared while exporting; nothing was written")
         os.rename(tmp, out)
@@ -172,16 +201,16 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
 
 
 def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: int,
-           episodes: list[int] | None) -> dict[str, Any]:
+           indices: list[int], source: SelectionSource,
+           forced: dict[str, np.dtype[Any]]) -> dict[str, Any]:
     data = os.path.join(tmp, "data")
     os.mkdir(data)
-    indices = list(range(len(reader))) if episodes is None else list(episodes)
     summaries = [reader.summary(i) for i in indices]
-    first = transitions(reader, indices[:1])
-    row_bytes = _row_bytes(_columns(first))
+    first = _columns(transitions(reader, indices[:1]), forced)
+    row_bytes = _row_bytes(first)
     columns = {n: {"dtype": str(v.dtype) if isinstance(v, np.ndarray) else "string",
                    "shape": list(v.shape[1:]) if isinstance(v, np.ndarray) else []}
-               for n, v in _columns(first).items()}
+               for n, v in first.items()}
     rows_per_file = max(1, max_file_bytes // row_bytes)
     rows_per_chunk = max(1, min(rows_per_file, CHUNK_BYTES // row_bytes))
     files: list[str] = []
@@ -192,7 +221,14 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     def flush_chunk() -> None:
         nonlocal writer, in_file, schema
         t = transitions(reader, chunk)
-        cols = _columns(t)
+        cols = _columns(t, forced)
+        for n, v in cols.items():
+            if isinstance(v, np.ndarray) and str(v.dtype) != columns[n]["dtype"] \
+                    and v.dtype.kind in "biuf" and columns[n]["dtype"] != "string":
+                wide = np.result_type(np.dtype(str(columns[n]["dtype"])), v.dtype)
+                if str(wide) != columns[n]["dtype"]:
+                    raise _Widen(n, wide)
+                cols[n] = v.astype(wide)
         lo = 0
         while lo < len(t):
             if writer is None:
@@ -204,8 +240,10 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
             if schema is None:
                 schema = table.schema
             elif not table.schema.equals(schema):
-                raise UnsupportedSpaceError(f"episodes from {int(t.episode[lo])} on have columns "
-                                            f"{table.schema} unlike the first ones {schema}")
+                differ = [f.name for f, g in zip(table.schema, schema) if not f.equals(g)]
+                raise UnsupportedSpaceError(
+                    f"episodes from {int(t.episode[lo])} on give column(s) {', '.join(differ)} "
+                    f"another type than the episodes before them")
             if writer is None:
                 writer = pq.ParquetWriter(files[-1], schema)
             writer.write_table(table)
@@ -232,14 +270,14 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
         name = f"train-{k:05d}-of-{len(files):05d}.parquet"
         os.rename(part, os.path.join(data, name))
         names.append(f"data/{name}")
-    manifest = (reader.writers[0].get("manifest") or {}) if reader.writers else {}
+    manifest = source.manifest
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,
             "recorder": (manifest.get("writer") or {}).get("library_version"),
-            "env_id": reader.env_id, "env_spec": manifest.get("env_spec"),
-            "observation_space": describe_space(reader.observation_space),
-            "action_space": describe_space(reader.action_space),
-            "observation_space_str": str(reader.observation_space),
-            "action_space_str": str(reader.action_space),
+            "env_id": source.env_id, "env_spec": manifest.get("env_spec"),
+            "observation_space": describe_space(source.observation_space),
+            "action_space": describe_space(source.action_space),
+            "observation_space_str": str(source.observation_space),
+            "action_space_str": str(source.action_space),
             "steps": int(sum(s.length for s in summaries)), "files": names, "columns": columns,
             "episodes": [{"index": s.index, "length": s.length,
                           "return": s.total_reward if np.isfinite(s.total_reward) else None,

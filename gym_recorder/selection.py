@@ -94,7 +94,8 @@ def selection_source(reader: RecordingReader, indices: Sequence[int]) -> Selecti
             raise UnsupportedSpaceError(
                 f"{reader.directory}: episodes {i0} ({first['env_id'] or 'no env id'}, writer "
                 f"{first['prefix']}) and {i} ({w['env_id'] or 'no env id'}, writer {w['prefix']}) "
-                f"were recorded with different spaces; select one env's episodes (env_id=...)")
+                f"were recorded with different spaces; choose one env's episodes (select(reader, "
+                f"env_id=...), or --env ID on the command line)")
     env_ids = {w["env_id"] for _, w in seen.values()}
     env_id = env_ids.pop() if len(env_ids) == 1 else None
     if env_id is None and first["env_id"] is not None:

@@ -230,3 +230,129 @@ def test_minari_dataset_with_a_space_we_cannot_represent_is_refused(tmp_path, mi
         import_minari("test/ring-v0", tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["minari_root"]
+
+
+def test_export_skips_zero_step_episodes_and_describes_the_selected_writer(tmp_path, minari_root,
+                                                                          capsys):
+    """A recording loop that ends on reset-then-close leaves a 0-step episode: the export keeps
+    every other episode exactly and names the skipped ones; a directory of two envs exports the
+    chosen env's episodes with that env's spaces (not the first writer's)."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper, cli
+    from gym_recorder.envgroups import MixedEnvsWarning
+    from gym_recorder.errors import EmptySelectionError, UnsupportedSpaceError
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 3, seed=1)
+    env = RecordingWrapper(gym.make("CartPole-v1"), rec)
+    env.reset(seed=9)
+    env.reset()   # reset, reset: 0 steps
+    env.close()   # reset, close: 0 steps
+    result = export_minari(rec, "test/cp-v0")
+    assert result["episodes"] == 3 and result["skipped"] == [3, 4]
+    ds = minari.load_dataset("test/cp-v0")
+    with RecordingReader(rec) as reader:
+        assert ds.total_episodes == 3
+        for got, ep in zip(ds.iterate_episodes(), reader):
+            assert_tree(got.observations, ep.observations, f"episode {ep.index}")
+            assert_tree(got.actions, ep.actions, f"episode {ep.index}")
+    with pytest.raises(EmptySelectionError, match="every selected episode has 0 steps"):
+        export_minari(rec, "test/none-v0", episodes=[3, 4])
+    with pytest.raises(EmptySelectionError):
+        export_minari(rec, "test/none-v0", episodes=[])
+    with pytest.raises(ValueError, match="'bad' is not a Minari dataset id"):
+        export_minari(rec, "bad")
+    with pytest.warns(MixedEnvsWarning):
+        record(rec, "Pendulum-v1", 2, seed=0, env_kwargs={"max_episode_steps": 6})
+    with pytest.raises(UnsupportedSpaceError, match="different spaces; choose one env"):
+        export_minari(rec, "test/mixed-v0")
+    assert cli.main(["export", str(rec), "--format", "minari", "--dataset-id", "test/pend-v0",
+                     "--env", "Pendulum-v1"]) == 0
+    assert "2 episodes, 12 steps" in capsys.readouterr().out
+    pend = minari.load_dataset("test/pend-v0")
+    assert pend.observation_space.shape == (3,) and pend.env_spec.id == "Pendulum-v1"
+    assert next(iter(pend.iterate_episodes())).observations.shape == (7, 3)
+    assert sorted(os.listdir(minari_root / "test")) == ["cp-v0", "namespace_metadata.json",
+                                                      "pend-v0"]
+
+
+def test_export_refuses_dict_keys_minari_would_read_back_as_paths(tmp_path, minari_root):
+    need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.minari_io import export_minari
+
+    space = gym.spaces.Dict({"a/b": gym.spaces.Discrete(3), "c": gym.spaces.Discrete(2)})
+    env = RecordingWrapper(gym.wrappers.TimeLimit(_SlashEnv(space), 4), tmp_path / "rec")
+    env.reset(seed=0)
+    for _ in range(4):
+        env.step(0)
+    env.close()
+    with pytest.raises(UnsupportedSpaceError, match="cannot store the Dict key 'a/b'"):
+        export_minari(tmp_path / "rec", "test/slash-v0")
+    assert not minari_root.exists() or os.listdir(minari_root) == []
+
+
+class _SlashEnv(gym.Env):
+    def __init__(self, space):
+        self.observation_space, self.action_space = space, gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+def test_damaged_minari_datasets_are_named_errors_and_write_nothing(tmp_path, minari_root):
+    """A truncated HDF5 file, metadata that is not JSON, an episode whose rewards are shorter
+    than its actions: DatasetError naming the dataset (no h5py or json traceback)."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    import json
+    import shutil
+
+    import h5py
+
+    from gym_recorder.errors import DatasetError, DatasetNotFoundError
+    from gym_recorder.minari_io import export_minari, import_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 3, seed=2)
+    export_minari(rec, "test/good-v0")
+    good = minari_root / "test" / "good-v0"
+    [main] = list((good / "data").glob("*.hdf5"))
+
+    def damaged(name, damage):
+        d = minari_root / "test" / name
+        shutil.copytree(good, d)
+        damage(d / "data")
+        return d
+
+    def truncate(data):
+        p = data / main.name
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+    def bad_json(data):
+        (data / "metadata.json").write_text("{not json")
+
+    def short_rewards(data):
+        with h5py.File(data / main.name, "r+") as f:
+            rewards = f["episode_1"]["rewards"][:2]
+            del f["episode_1"]["rewards"]
+            f["episode_1"].create_dataset("rewards", data=rewards)
+
+    for name, damage, match in (("trunc-v0", truncate, "cannot be read"),
+                                ("json-v0", bad_json, "cannot be read"),
+                                ("short-v0", short_rewards, "episode 1: actions have")):
+        d = damaged(name, damage)
+        out = tmp_path / f"out-{name}"
+        for source in (d, f"test/{name}"):
+            with pytest.raises(DatasetError, match=match):
+                import_minari(source, out)
+            assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+    with pytest.raises(DatasetNotFoundError, match="not a Minari dataset folder"):
+        import_minari(tmp_path / "rec", tmp_path / "out")
+    assert minari.load_dataset("test/good-v0").total_episodes == 3

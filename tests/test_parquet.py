@@ -120,3 +120,118 @@ def test_parquet_output_that_exists_is_refused_and_untouched(tmp_path):
         export_parquet(rec, out)
     assert os.listdir(out) == ["keep.txt"]
     assert sorted(os.listdir(tmp_path)) == ["out", "rec"]
+
+
+class _Widening:
+    """An env whose float32 Box observations come as float64 from step 150 on (the recorder
+    keeps them exactly: the leaf is widened in the batches concerned)."""
+
+    @staticmethod
+    def make():
+        import gymnasium as gym
+
+        class Env(gym.Env):
+            observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+            action_space = gym.spaces.Discrete(2)
+            t = 0
+
+            def reset(self, *, seed=None, options=None):
+                return np.zeros(2, np.float32), {}
+
+            def step(self, a):
+                self.t += 1
+                dtype = np.float64 if self.t > 150 else np.float32
+                return (np.full(2, 0.1, dtype) + self.t, 1.0, self.t % 10 == 0, False, {})
+        return Env()
+
+
+def test_parquet_leaf_widened_in_later_batches_is_exported_wide_whatever_the_file_size(tmp_path):
+    pa = need_module("pyarrow", 'pip install ".[arrow]"')
+    pq = need_module("pyarrow.parquet", 'pip install ".[arrow]"')
+    import warnings
+
+    from gym_recorder import RecordingWrapper
+
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_Widening.make(), rec, target_batch_bytes=1500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env.reset()
+        for _ in range(300):
+            if env.step(0)[2]:
+                env.reset()
+        env.close()
+    t, cols = _expected(rec)
+    assert cols["obs"].dtype == np.float64
+    for k, size in enumerate((256 << 20, 500)):
+        out = tmp_path / f"out{k}"
+        result = export_parquet(rec, out, max_file_bytes=size)
+        assert result["columns"]["obs"]["dtype"] == "float64"
+        meta = json.loads((out / "gym_recorder.json").read_text())
+        assert meta["columns"]["next_obs"]["dtype"] == "float64"
+        table = pa.concat_tables([pq.read_table(out / "data" / f)
+                                  for f in sorted(os.listdir(out / "data"))])
+        for name in ("obs", "next_obs"):
+            got = _from_arrow(pa, table.column(name))
+            assert got.dtype == np.float64
+            np.testing.assert_array_equal(got, cols[name])
+
+
+def test_parquet_refuses_colliding_names_and_empty_rows_leaving_nothing(tmp_path):
+    need_module("pyarrow", 'pip install ".[arrow]"')
+    import gymnasium as gym
+
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.errors import UnsupportedSpaceError
+
+    class Env(gym.Env):
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self, space):
+            self.observation_space = space
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.observation_space.sample(), {}
+
+        def step(self, a):
+            return self.observation_space.sample(), 0.0, True, False, {}
+
+    spaces = {
+        "collide": (gym.spaces.Dict({"a.b": gym.spaces.Discrete(3),
+                                     "a": gym.spaces.Dict({"b": gym.spaces.Discrete(3)})}),
+                    "column obs.a.b: two leaves"),
+        "empty": (gym.spaces.Box(0, 1, (0,), np.float32), r"rows of shape \(0,\) hold no values"),
+    }
+    for name, (space, match) in spaces.items():
+        rec = tmp_path / name
+        env = RecordingWrapper(Env(space), rec)
+        env.reset(seed=0)
+        env.step(0)
+        env.close()
+        with pytest.raises(UnsupportedSpaceError, match=match):
+            export_parquet(rec, tmp_path / f"out-{name}")
+    assert sorted(os.listdir(tmp_path)) == ["collide", "empty"]
+
+
+def test_parquet_of_one_env_of_a_mixed_directory_describes_that_env(tmp_path, capsys):
+    need_module("pyarrow", 'pip install ".[arrow]"')
+    from gym_recorder import cli
+    from gym_recorder.envgroups import MixedEnvsWarning
+    from gym_recorder.errors import UnsupportedSpaceError
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 2)
+    with pytest.warns(MixedEnvsWarning):
+        record(rec, "Pendulum-v1", 1, env_kwargs={"max_episode_steps": 10})
+    with pytest.raises(UnsupportedSpaceError, match="different spaces"):
+        export_parquet(rec, tmp_path / "all")
+    assert cli.main(["export", str(rec), "--format", "parquet", "-o", str(tmp_path / "p"),
+                     "--env", "Pendulum-v1"]) == 0
+    assert "1 episodes, 10 steps" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "p" / "gym_recorder.json").read_text())
+    assert meta["env_id"] == "Pendulum-v1" and meta["env_spec"]["id"] == "Pendulum-v1"
+    assert meta["observation_space"]["shape"] == [3] and meta["columns"]["obs"]["shape"] == [3]
+    card = (tmp_path / "p" / "README.md").read_text()
+    assert "# Pendulum-v1, recorded with gym_recorder" in card and "CartPole" not in card
+    assert sorted(os.listdir(tmp_path)) == ["p", "rec"]

@@ -245,5 +245,5 @@ def test_bad_requests_are_named_errors(cartpole, tmp_path):
         record(mixed, "Pendulum-v1", 1, seed=0, env_kwargs={"max_episode_steps": 5})
     with RecordingReader(mixed) as reader:
         transitions(reader, select(reader, env_id="Pendulum-v1"))
-        with pytest.raises(UnsupportedSpaceError, match="different spaces; select one env"):
+        with pytest.raises(UnsupportedSpaceError, match="different spaces; choose one env"):
             transitions(reader)
