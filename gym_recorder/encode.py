@@ -326,10 +326,13 @@ class BatchEncoder:
         rewards = _column_refs(sink, batch.rewards, s0, s1)
         terms = _column_refs(sink, batch.terminations, s0, s1)
         truncs = _column_refs(sink, batch.truncations, s0, s1)
+        # (A space of no leaves, Dict({}) or Tuple(()), has the same text in every entry.)
         obs_texts = obs[0] if self._obs_layout.single else [
-            self._obs_template % row for row in zip(*obs)]
+            self._obs_template % row for row in zip(*obs)] if obs else \
+            [self._obs_template] * len(segs)
         act_texts = act[0] if self._act_layout.single else [
-            self._act_template % row for row in zip(*act)]
+            self._act_template % row for row in zip(*act)] if act else \
+            [self._act_template] * len(segs)
         out: list[str] = []
         append = out.append
         for k, seg, seg_infos, obs_t, act_t, rew_t, term_t, trunc_t in zip(

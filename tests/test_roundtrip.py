@@ -414,3 +414,20 @@ def test_unstacked_spaces_round_trip(tmp_path, name):
     else:
         assert type(obs) is list
         check_row_kind(space, obs)
+
+
+@pytest.mark.parametrize("target", [200, 5_000_000], ids=["many-batches", "one-batch"])
+@pytest.mark.parametrize("obs_space, act_space", [
+    (spaces.Dict({}), spaces.Discrete(2)),
+    (spaces.Dict({"e": spaces.Dict({}), "t": spaces.Tuple(())}), spaces.Tuple(())),
+    (spaces.Box(-1, 1, (2,), np.float32), spaces.Dict({})),
+], ids=["empty-dict-obs", "nested-empty", "empty-dict-action"])
+def test_spaces_of_no_leaves_round_trip(tmp_path, obs_space, act_space, target):
+    """Dict({}) and Tuple(()) hold no array: every episode is still written and read back (its
+    batches once had no entries, and the reader refused them)."""
+    plan = [(5, "terminated"), (0, "reset"), (3, "truncated"), (7, "reset")]
+    truth = run_space_env(tmp_path, obs_space, act_space, plan, 0, target)
+    with RecordingReader(tmp_path, verify=True) as reader:
+        assert [len(ep) for ep in reader] == [5, 0, 3, 7]
+        assert_recording_matches(reader, truth.episodes, obs_space, act_space)
+        assert reader.observation_space == obs_space and reader.action_space == act_space
