@@ -183,7 +183,8 @@ def list_batches(manifests: list[Manifest], starts: list[int],
                 open_no = None
             first = base + m.starts[b]
             out.append(BatchInfo(m.prefix, b, binfo["fn"], "" if m.legacy else binfo["bin"],
-                                 tuple([base + n for n in cont] + list(range(first, first + new)))))
+                                 tuple([base + n for n in cont] + list(range(first, first + new))),
+                                 None if m.legacy else binfo.get("json_crc32")))
     return out
 
 

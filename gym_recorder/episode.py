@@ -89,6 +89,8 @@ class BatchInfo:
         bin_name: its .bin file's name ("" for a gym-recording batch, whose arrays have files
             of their own).
         episodes: the reader indices of the episodes that have a part in the batch, ascending.
+        json_crc32: the CRC-32 of its batch JSON that the manifest records (None for a
+            gym-recording batch): which batch of that name it is, should the files be replaced.
     """
 
     writer: str
@@ -96,6 +98,7 @@ class BatchInfo:
     json_name: str
     bin_name: str
     episodes: tuple[int, ...]
+    json_crc32: int | None = None
 
 
 @dataclass

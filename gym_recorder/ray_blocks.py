@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RecorderError, UnsupportedValueError
+from .errors import FormatError, RecorderError, UnsupportedValueError
 
 __all__ = ["TaskSpec", "read_block", "check_columnar", "flatten"]
 
@@ -125,15 +125,17 @@ _READERS: dict[str, Any] = {}
 _READERS_LOCK = threading.Lock()
 
 
-def _reader_for(spec: TaskSpec) -> Any:
-    """This worker process's reader of a recording (opened once, refreshed when needed)."""
+def _reader_for(spec: TaskSpec, fresh: bool = False) -> Any:
+    """This worker process's reader of a recording (opened once; opened anew when ``fresh``)."""
     from .reader import RecordingReader
 
     key = json.dumps([spec.location, spec.storage_options, spec.verify], sort_keys=True,
                      default=str)
     with _READERS_LOCK:
         reader = _READERS.get(key)
-        if reader is None:
+        if reader is None or fresh:
+            # (A reader replaced here is left to the garbage collector, not closed: another
+            # thread may hold it between taking it and the lock.)
             kwargs: dict[str, Any] = {"verify": spec.verify}
             if spec.storage_options is not None:
                 kwargs["storage_options"] = spec.storage_options
@@ -149,8 +151,20 @@ def _parts(spec: TaskSpec, info: Any) -> dict[int, list[Any]]:
         try:
             parts = reader.read_batch(info)
         except ValueError:  # not a batch of this reader (a FormatError is one too)
-            reader.refresh()  # it was opened before the snapshot was taken: learn its batches
-            parts = reader.read_batch(info)
+            parts = None
+    if parts is None:
+        # The reader was opened before the snapshot was taken (it does not know the batch), or
+        # the recording was replaced since (a batch of that name is another file): a new one.
+        reader = _reader_for(spec, fresh=True)
+        with _READERS_LOCK:
+            try:
+                parts = reader.read_batch(info)
+            except FormatError:
+                raise
+            except ValueError:
+                raise FormatError(f"{spec.location}: batch {info.json_name} is not the one this "
+                                  f"dataset was made with (the recording was replaced or "
+                                  f"repaired since); make a new dataset") from None
     new = sorted({p.episode for p in parts})
     if len(new) != len(info.episodes):
         raise RecorderError(f"{spec.location}: batch {info.json_name} holds {len(new)} episodes, "
@@ -162,18 +176,19 @@ def _parts(spec: TaskSpec, info: Any) -> dict[int, list[Any]]:
     return out
 
 
-# (recording, writer, batch JSON name, position of the episode in the batch's episodes) ->
+# (recording, writer, batch JSON name and CRC-32, position of the episode in the batch's episodes) ->
 # (part number, {obs leaf: its last row}) of the last part of an episode that goes on after a
 # batch read in this process: what the read task of the batch that continues the episode needs
 # from it, so that it need not decode that batch again when the same worker has read it. Keyed
 # by position, not episode index: batches never change, the reader's numbering may between
 # snapshots. Bounded (the oldest are dropped).
-_LAST_ROWS: OrderedDict[tuple[str, str, str, int], tuple[int, dict[str, Any]]] = OrderedDict()
+_LAST_ROWS: OrderedDict[tuple[str, str, str, int | None, int], tuple[int, dict[str, Any]]] = \
+    OrderedDict()
 _LAST_ROWS_MAX = 256
 
 
-def _last_key(spec: TaskSpec, info: Any, ep: int) -> tuple[str, str, str, int]:
-    return (spec.location, info.writer, info.json_name, info.episodes.index(ep))
+def _last_key(spec: TaskSpec, info: Any, ep: int) -> tuple[str, str, str, int | None, int]:
+    return (spec.location, info.writer, info.json_name, info.json_crc32, info.episodes.index(ep))
 
 
 def _remember_last_rows(spec: TaskSpec, info: Any, parts: dict[int, list[Any]]) -> None:

@@ -323,7 +323,8 @@ class RecordingReader:
                 same recording).
 
         Raises:
-            ValueError: if ``info`` is not a batch of this reader.
+            ValueError: if ``info`` is not a batch of this reader (nor the same file: its
+                ``json_crc32`` differs from this reader's manifest).
             FormatError: if the batch is malformed, as reading its episodes would.
         """
         self._check_open()
@@ -332,6 +333,9 @@ class RecordingReader:
         b = info.number
         if k is None or m is None or not 0 <= b < len(m.batches) or m.batches[b]["fn"] != info.json_name:
             raise ValueError(f"{info!r} is not a batch of this reader")
+        if info.json_crc32 is not None and m.batches[b].get("json_crc32") != info.json_crc32:
+            raise ValueError(f"{info.json_name} of this reader is not the batch {info!r} names "
+                             f"(another file of that name: the recording was replaced)")
         return decode_batch(self._decoder, m, b, self._starts[k], self._batch(m, b), self._open)
 
     # -- summaries --------------------------------------------------------------------------------

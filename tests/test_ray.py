@@ -357,3 +357,51 @@ def test_a_dying_worker_loses_at_most_its_flush_interval(tmp_path):
         for t in range(len(lost[0])):
             obs, *_ = env.step(env.action_space.sample())
             np.testing.assert_array_equal(lost[0].observations[t + 1], obs)
+
+
+@pytest.mark.parametrize("name", ["cartpole", "image"])
+def test_a_recording_replaced_under_the_same_names_is_read_anew(tmp_path, name):
+    """Workers keep a reader per recording: a recording deleted and recorded again with the
+    same file prefix (so the same batch names) must not be served from the old reader, the
+    old files or the remembered rows of episodes that continue across batches."""
+    import shutil
+
+    from gym_recorder.errors import FormatError
+
+    gr_ray = _ray_mod()
+    d = tmp_path / "again"
+
+    def make(seed, episodes):
+        if name == "cartpole":  # one batch (the worker's reader keeps it decoded)
+            env = RecordingWrapper(gym.make("CartPole-v1"), d, file_prefix="run")
+        else:  # many batches, episodes continuing across them
+            env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=16, width=16,
+                                            episode_length=30), d, file_prefix="run",
+                                   target_batch_bytes=6_000)
+        env.action_space.seed(seed)
+        env.reset(seed=seed)
+        done = 0
+        while done < episodes:
+            if any(env.step(env.action_space.sample())[2:4]):
+                done += 1
+                env.reset()
+        env.close()
+
+    make(1, 3)
+    with RecordingReader(d) as reader:
+        for _ in range(3):  # (so that every worker process holds a reader of it)
+            assert_steps_equal(gr_ray.read_recording(d, batches_per_task=2), reader)
+            assert_episodes_equal(gr_ray.read_recording(d, granularity="episode"), reader)
+    stale = gr_ray.read_recording(d)  # made now, executed after the replacement below
+    shutil.rmtree(d)
+    make(2, 2)
+    with RecordingReader(d) as reader:
+        for _ in range(3):
+            steps = assert_steps_equal(gr_ray.read_recording(d, batches_per_task=2), reader)
+            assert steps == sum(len(ep) for ep in reader) and len(reader) == 3  # (+ a 0-step one)
+            assert_episodes_equal(gr_ray.read_recording(d, granularity="episode"), reader)
+    with pytest.raises(Exception) as caught:
+        stale.materialize()
+    assert isinstance(caught.value, FormatError) or isinstance(
+        getattr(caught.value, "cause", None), FormatError), caught.value
+    assert "is not the one this dataset was made with" in str(caught.value)
