@@ -271,6 +271,7 @@ class StepBuffer(ColumnBuffer):
     def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
                row: int, value: Any, what: str) -> None:
         values = [value] if flatten is None else flatten(value)
+        inexact = False
         for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
             col = cols[j]
             if type(col) is list:
@@ -288,13 +289,28 @@ class StepBuffer(ColumnBuffer):
                 elif not np.can_cast(arr.dtype, col.dtype, "safe") and not (
                         type(v) in (int, bool) and arr.dtype.kind in "biu"
                         and col.dtype.kind in "iu" and _int_fits(v, col.dtype)):
-                    # Keep the value exactly: widen this leaf for the batch being filled.
-                    if not (type(v) is float and col.dtype.kind == "f"):
-                        self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
-                                      f"space's {leaf.dtype}; stored as "
-                                      f"{np.result_type(col.dtype, arr.dtype)}")
-                    col = self._widen(cols, j, np.result_type(col.dtype, arr.dtype))
+                    # Keep the value exactly: widen this leaf for the batch being filled, if a
+                    # wider dtype holds both (int64 and float32 meet in float64, which rounds
+                    # integers beyond 2**53: then the leaf is stored as values, below).
+                    wide = np.result_type(col.dtype, arr.dtype)
+                    if exact_in(arr, wide) and exact_in(col[:row], wide):
+                        if not (type(v) is float and col.dtype.kind == "f"):
+                            self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
+                                          f"space's {leaf.dtype}; stored as {wide}")
+                        col = self._widen(cols, j, wide)
+                    else:
+                        inexact = True
+                elif not exact_in(arr, col.dtype):  # "safe" to numpy, yet it would round
+                    inexact = True
                 v = arr
+            if inexact:
+                inexact = False
+                self._outside(cols, j, what, f"values of dtype {v.dtype} and {col.dtype} have "
+                              f"no common dtype that holds both exactly; stored as one value "
+                              f"a row from now on")
+                col = self._to_values(cols, j, row)
+                col.append(snapshot(values[j], f"{what} leaf {j}"))
+                continue
             if v.shape != col.shape[1:]:
                 # Outside the space (Gymnasium only warns): from now on this leaf is stored as
                 # one VALUE a row, so that every value is kept with its own shape and dtype.
@@ -476,6 +492,25 @@ class StepBuffer(ColumnBuffer):
             self._open_episode = Segment(open_seg.episode, open_seg.part + 1, 0, 0, 0, None,
                                          None, open_seg.sub_env, open_seg.no_reset)
         return batch
+
+
+def _exact_dtype(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
+    """Every value of ``src`` is exactly a value of ``dst`` (numpy's "safe" casts include
+    int64 -> float64, which rounds integers beyond 2**53)."""
+    if not np.can_cast(src, dst, "safe"):
+        return False
+    if src.kind in "iu" and dst.kind in "fc":
+        return bool(src.itemsize * 8 - (src.kind == "i") <= np.finfo(dst).nmant + 1)
+    return True
+
+
+def exact_in(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
+    """True when ``values`` cast to ``dtype`` keep every value exactly (NaNs included)."""
+    if _exact_dtype(values.dtype, dtype):
+        return True
+    with np.errstate(all="ignore"):
+        back = values.astype(dtype).astype(values.dtype)
+    return bool(np.array_equal(back, values, equal_nan=values.dtype.kind in "fc"))
 
 
 def _int_fits(v: int, dtype: np.dtype) -> bool:

@@ -25,11 +25,12 @@ import os
 import posixpath
 import threading
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FormatError, RecorderError, StorageError
+from .errors import FormatError, OutputExistsError, RecorderError, StorageError
 from .fileio import loads, open_regular
 from .format import MANIFEST_SUFFIX, MAX_JSON_BYTES, check_plain_name
 
@@ -83,6 +84,41 @@ def storage_error(e: BaseException, url: str, doing: str) -> RecorderError:
     return StorageError(f"{url}: {doing} failed ({type(e).__name__}: {detail})")
 
 
+# S3 timeouts and retries unless storage_options say otherwise. s3fs's defaults (a 15 s read
+# timeout, 5 attempts of its own, each of botocore's 5) keep a client waiting about 7 minutes on
+# an endpoint that accepts connections but never answers; these bound it to about 40 s (4 tries
+# of 10 s). s3fs's own attempts back off and retry throttling ("SlowDown") as before.
+S3_OPTIONS: dict[str, Any] = {"retries": 4}
+S3_CONFIG: dict[str, Any] = {"connect_timeout": 5, "read_timeout": 10,
+                             "retries": {"max_attempts": 1, "mode": "standard"}}
+
+
+def open_fs(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
+    """``fsspec.core.url_to_fs`` with bounded S3 timeouts by default (:data:`S3_OPTIONS`,
+    :data:`S3_CONFIG`; a key given in ``storage_options`` or its ``config_kwargs`` wins).
+
+    Raises:
+        StorageError: if fsspec cannot make a filesystem for the URL (unknown protocol, a
+            missing s3fs, bad options).
+    """
+    options = dict(storage_options)
+    s3 = url.split("://", 1)[0].lower() in ("s3", "s3a")
+    if s3:
+        config = dict(options.get("config_kwargs") or {})
+        for key, value in S3_CONFIG.items():
+            config.setdefault(key, value)
+        options["config_kwargs"] = config
+    try:
+        fs, root = _fsspec().core.url_to_fs(url, **options)
+    except (ImportError, ValueError, TypeError) as e:
+        raise StorageError(f"{url}: cannot open ({type(e).__name__}: {e})") from e
+    if s3:  # (s3fs takes its number of attempts as an attribute, not an option)
+        for key, value in S3_OPTIONS.items():
+            if key not in storage_options and hasattr(fs, key):
+                setattr(fs, key, value)
+    return fs, root
+
+
 class FsspecStorage:
     """The :class:`~gym_recorder.storage.Storage` of a recording at an fsspec URL.
 
@@ -113,10 +149,7 @@ class FsspecStorage:
         self.bytes_read = 0
         self.requests = 0
         self._lock = threading.Lock()
-        try:
-            self.fs, self._root = _fsspec().core.url_to_fs(location, **self.storage_options)
-        except (ImportError, ValueError, TypeError) as e:
-            raise StorageError(f"{location}: cannot open ({type(e).__name__}: {e})") from e
+        self.fs, self._root = open_fs(location, self.storage_options)
         self._root = self._root.rstrip("/")
         self._sizes: dict[str, int] | None = None
         self.list()  # fail here, naming the URL, if it cannot be reached
@@ -264,8 +297,9 @@ class PushResult:
     bytes_uploaded: int
 
 
-def _local_snapshot(directory: str, name: str) -> tuple[bytes, list[tuple[str, int]]]:
-    """Reads a local manifest once; returns its bytes and its batch files with their sizes."""
+def _local_snapshot(directory: str, name: str) -> tuple[bytes, list[tuple[str, int]], dict[str, Any]]:
+    """Reads a local manifest once; returns its bytes, its batch files with their sizes, and
+    the manifest."""
     where = os.path.join(directory, name)
     fd = open_regular(where, where)
     with os.fdopen(fd, "rb") as f:
@@ -289,7 +323,37 @@ def _local_snapshot(directory: str, name: str) -> tuple[bytes, list[tuple[str, i
             if type(size) is not int or size < 0:
                 raise FormatError(f"{w}: {size_key!r} must be a non-negative integer")
             files.append((fname, size))
-    return data, files
+    return data, files, doc
+
+
+def _batch_key(b: Any) -> tuple[Any, ...]:
+    """What tells one batch from another of the same name: its files, sizes and JSON CRC-32."""
+    return tuple(b.get(k) for k in ("fn", "bin", "json_size", "bin_size", "json_crc32")) \
+        if isinstance(b, dict) else (b,)
+
+
+def _remote_manifest(fs: Any, root: str, name: str, url: str) -> dict[str, Any]:
+    try:
+        data = fs.cat_file(f"{root}/{name}")
+    except Exception as e:  # noqa: BLE001
+        raise storage_error(e, url, "reading the remote manifest") from e
+    doc = loads(data, url) if len(data) <= MAX_JSON_BYTES else None
+    if not isinstance(doc, dict) or not isinstance(doc.get("batches"), list):
+        raise FormatError(f"{url}: the remote manifest is not a manifest; push will not replace it")
+    return doc
+
+
+def _check_same_recording(local: dict[str, Any], remote: dict[str, Any], url: str) -> None:
+    """Refuses to push over a remote manifest of another recording with the same writer prefix
+    (its batches would be taken for ours), or one listing batches the local one does not."""
+    theirs = [_batch_key(b) for b in remote["batches"]]
+    ours = [_batch_key(b) for b in local["batches"]]
+    if remote.get("created") != local.get("created") or ours[:len(theirs)] != theirs:
+        raise OutputExistsError(
+            f"{url}: the remote holds another recording under the writer prefix "
+            f"{local.get('prefix')} (created {remote.get('created')}, not "
+            f"{local.get('created')}, or other batches); nothing was uploaded. Push to another "
+            f"URL, or delete that recording there first")
 
 
 def _is_local(fs: Any) -> bool:
@@ -329,11 +393,9 @@ def push(directory: str | os.PathLike[str], url: str, *, storage_options: dict[s
         raise FormatError(f"{directory}: not a directory")
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"push needs a URL such as s3://bucket/path, got {url!r}")
-    fsspec = _fsspec()
-    try:
-        fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    except (ImportError, ValueError, TypeError) as e:
-        raise StorageError(f"{url}: cannot open ({type(e).__name__}: {e})") from e
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}")
+    fs, root = open_fs(url, storage_options or {})
     root = root.rstrip("/")
     base = url.rstrip("/")
     try:
@@ -349,9 +411,23 @@ def push(directory: str | os.PathLike[str], url: str, *, storage_options: dict[s
         raise storage_error(e, url, "listing") from e
 
     manifests = sorted(n for n in os.listdir(directory) if n.endswith(MANIFEST_SUFFIX))
-    uploaded = skipped = sent = 0
+    if not manifests:
+        raise FormatError(f"{directory}: not a recording (no *{MANIFEST_SUFFIX} in it); "
+                          f"nothing was uploaded")
+    # Every manifest is read and checked against the remote before anything is uploaded.
+    plans = []
     for mname in manifests:
-        data, files = _local_snapshot(directory, mname)
+        data, files, doc = _local_snapshot(directory, mname)
+        known: set[str] = set()  # batch files the remote manifest lists, as ours
+        if mname in remote:
+            theirs = _remote_manifest(fs, root, mname, f"{base}/{mname}")
+            _check_same_recording(doc, theirs, f"{base}/{mname}")
+            # (checked: the remote's batches are the first of ours, file for file)
+            known = {n for b in theirs["batches"] for n in (b.get("fn"), b.get("bin"))}
+        plans.append((mname, data, files, doc, known))
+    uploaded = skipped = sent = 0
+    for mname, data, files, doc, known in plans:
+        same = _already_there(fs, root, base, doc, remote, known)
         for fname, size in files:
             local = os.path.join(directory, fname)
             try:
@@ -362,7 +438,7 @@ def push(directory: str | os.PathLike[str], url: str, *, storage_options: dict[s
             if local_size != size:
                 raise FormatError(f"{local}: {local_size} bytes, {mname} says {size}; "
                                   f"run gym-recorder repair first")
-            if remote.get(fname) == size:
+            if fname in same:
                 skipped += 1
                 continue
             try:
@@ -382,6 +458,33 @@ def push(directory: str | os.PathLike[str], url: str, *, storage_options: dict[s
             progress(f"wrote {mname}")
     return PushResult(url=url, manifests=len(manifests), uploaded=uploaded, skipped=skipped,
                       bytes_uploaded=sent)
+
+
+def _already_there(fs: Any, root: str, base: str, doc: dict[str, Any], remote: dict[str, Any],
+                   known: set[str]) -> set[str]:
+    """The batch files of ``doc`` the remote already holds: those its manifest lists (checked
+    to be ours), and those an interrupted push left, when the batch JSON there has the CRC-32
+    our manifest gives (so a file of another recording with the same name is sent again)."""
+    same: set[str] = set()
+    for b in doc["batches"]:
+        fn, bn = b["fn"], b["bin"]
+        json_there = remote.get(fn) == b["json_size"]
+        bin_there = remote.get(bn) == b["bin_size"]
+        if fn in known and bn in known:
+            if json_there and bin_there:
+                same.update((fn, bn))
+            continue
+        if json_there:
+            try:
+                json_there = zlib.crc32(fs.cat_file(f"{root}/{fn}")) == b.get("json_crc32")
+            except Exception as e:  # noqa: BLE001
+                raise storage_error(e, f"{base}/{fn}", "reading") from e
+        if fn in remote and not json_there:
+            bin_there = False  # another recording's batch of that name: both are sent again
+        # (A .bin of the right size without its JSON is what a push killed between the two
+        # leaves: it is not sent twice. The JSON sent next names its arrays' CRC-32s.)
+        same.update(n for n, there in ((fn, json_there), (bn, bin_there)) if there)
+    return same
 
 
 def _put_manifest(fs: Any, root: str, name: str, data: bytes, url: str) -> None:

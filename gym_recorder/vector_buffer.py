@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .buffer import ColumnBuffer
+from .buffer import ColumnBuffer, exact_in
 from .errors import RecorderError, ResetNeeded, UnsupportedValueError
 from .spaces import ArrayLeaf, Layout
 from .values import snapshot
@@ -265,9 +265,23 @@ class VectorStepBuffer(ColumnBuffer):
 
     def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
         col = cols[j]
-        if type(v) is np.ndarray and v.dtype != col.dtype and not np.can_cast(
-                v.dtype, col.dtype, "safe"):
-            col = self._widen(cols, j, np.result_type(col.dtype, v.dtype))
+        if type(v) is np.ndarray and v.dtype != col.dtype and not col.dtype.hasobject:
+            wide = col.dtype if np.can_cast(v.dtype, col.dtype, "safe") \
+                else np.result_type(col.dtype, v.dtype)
+            n = self.num_envs
+            written = [col[:self._row * n]]  # (rows not written yet hold garbage)
+            if len(col) > self._cap * n:  # the extra slots of final observations
+                k = self._extra_used - (0 if type(index) is slice else 1)
+                written.append(col[self._cap * n:self._cap * n + max(k, 0)])
+            if not (exact_in(v, wide) and (wide == col.dtype
+                                           or all(exact_in(w, wide) for w in written))):
+                # (int64 and float32 meet in float64, which rounds integers beyond 2**53)
+                raise UnsupportedValueError(
+                    f"{'observation' if cols is self._obs_cols else 'action'} leaf {j}: "
+                    f"values of dtype {v.dtype} do not fit the {col.dtype} column exactly, "
+                    f"and no common dtype holds both (a vector recorder stores arrays only)")
+            if wide != col.dtype:
+                col = self._widen(cols, j, wide)
         if col.dtype.hasobject and type(index) is slice:
             for k, x in enumerate(v):
                 col[index.start + k] = x

@@ -193,9 +193,8 @@ def test_unreachable_refused_and_missing_are_named(s3, tmp_path):
 PUSH_SLOWLY = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
-import fsspec
 from gym_recorder import cloud
-fs, _ = fsspec.core.url_to_fs(sys.argv[3])  # the instance push gets too (fsspec caches it)
+fs, _ = cloud.open_fs(sys.argv[3], {})  # the instance push gets too (fsspec caches it)
 put = fs.put_file
 def put_slowly(local, remote, **kw):
     put(local, remote, **kw)
@@ -284,3 +283,43 @@ def test_push_to_a_missing_bucket_is_named(s3, tmp_path):
     with pytest.raises(StorageError, match=r"s3://no-such-bucket-q1/r/.*\.bin: cannot be "
                                            r"written \(no such bucket"):
         cloud.push(d, "s3://no-such-bucket-q1/r")
+
+
+def test_push_over_another_recording_of_the_same_prefix_is_refused(s3, tmp_path):
+    """Two recordings with the same file prefix (``--file-prefix run``): the second push would
+    take the first one's batches (same names, same sizes) for its own and leave a remote whose
+    manifest names files of another recording. It is refused, and the remote still reads."""
+    from gym_recorder.errors import OutputExistsError
+
+    cloud = _cloud()
+    a, b = tmp_path / "a", tmp_path / "b"
+    record_cartpole(a, episodes=4, seed=0, file_prefix="run", target_batch_bytes=3000)
+    record_cartpole(b, episodes=4, seed=1, file_prefix="run", target_batch_bytes=3000)
+    cloud.push(a, s3.url("same"))
+    before = {n: s3.filesystem().cat_file(f"{s3.url('same')}/{n}") for n in local_files(a)}
+    with pytest.raises(OutputExistsError, match="another recording under the writer prefix run"):
+        cloud.push(b, s3.url("same"))
+    after = {n: s3.filesystem().cat_file(f"{s3.url('same')}/{n}") for n in local_files(a)}
+    assert after == before  # nothing was uploaded
+    with RecordingReader(s3.url("same"), storage_options=s3.options, verify=True) as remote, \
+            RecordingReader(a) as local:
+        assert_episodes_equal(local, remote)
+    # A batch left by a killed push of another recording is sent again, not taken as ours.
+    fs = s3.filesystem()
+    for n in local_files(b):
+        if n.endswith(".ep000000001.json") or n.endswith(".ep000000001.bin"):
+            fs.pipe_file(f"{s3.url('fresh')}/{n}", (a / n).read_bytes())
+    result = cloud.push(b, s3.url("fresh"))
+    assert result.skipped == 0
+    with RecordingReader(s3.url("fresh"), storage_options=s3.options, verify=True) as remote, \
+            RecordingReader(b) as local:
+        assert_episodes_equal(local, remote)
+
+
+def test_push_of_a_directory_that_is_not_a_recording_is_refused(s3, tmp_path):
+    cloud = _cloud()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    with pytest.raises(FormatError, match="not a recording"):
+        cloud.push(tmp_path / "notes", s3.url("notes"))
+    assert not s3.filesystem().exists(s3.url("notes") + "/a.txt")

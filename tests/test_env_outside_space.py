@@ -103,3 +103,90 @@ def test_actions_outside_the_space_are_kept_too(tmp_path):
     assert isinstance(got, list) and len(got) == 3
     for g, a in zip(got, sent):
         assert g.dtype == a.dtype and np.array_equal(g, a)
+
+
+class _Values(gym.Env):
+    """Returns the given observations one after the other (the first at reset)."""
+
+    def __init__(self, space, values):
+        self.observation_space, self.action_space = space, spaces.Discrete(2)
+        self.values, self.t = values, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.values[0].copy(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.values[self.t].copy(), 0.0, self.t + 1 == len(self.values), False, {}
+
+
+@pytest.mark.parametrize("space, values", [
+    # int64 and float32 meet in float64, which rounds integers beyond 2**53
+    (spaces.Box(-1, 1, (2,), np.float32),
+     [np.zeros(2, np.float32), np.array([2**62 + 1, 2**53 + 1], np.int64),
+      np.full(2, 0.5, np.float32)]),
+    # int64 and uint64 meet in float64 too
+    (spaces.Box(0, 10, (2,), np.int64),
+     [np.array([2**62 + 3, 1], np.int64), np.array([2**64 - 1, 2**63 + 1], np.uint64)]),
+    # an int64 leaf holding big integers, then a float: no float64 for the integers already in
+    (spaces.Box(0, 10, (1,), np.int64),
+     [np.array([2**60 + 1], np.int64), np.array([0.25]), np.array([7], np.int64)]),
+    # int64 values in a float64 Box: numpy casts them "safely", and rounds
+    (spaces.Box(0, 1, (1,), np.float64),
+     [np.array([0.5]), np.array([2**60 + 1], np.int64)]),
+], ids=["int64-in-float32", "uint64-in-int64", "float-after-big-ints", "int64-in-float64"])
+def test_values_no_common_dtype_holds_are_kept_exactly(tmp_path, space, values):
+    with pytest.warns(OutsideSpaceWarning):
+        with RecordingWrapper(_Values(space, values), tmp_path) as env:
+            env.reset(seed=0)
+            for _ in values[1:]:
+                env.step(0)
+    with RecordingReader(tmp_path, verify=True) as reader:
+        got = reader[0].observations
+    assert len(got) == len(values)
+    for k, (g, want) in enumerate(zip(got, values)):
+        g = np.asarray(g)
+        assert g.tolist() == want.tolist(), f"row {k}"
+        assert g.dtype == want.dtype or want.dtype == space.dtype, f"row {k}: {g.dtype}"
+
+
+class _IntVector(gym.vector.VectorEnv):
+    """A vector env of two sub-envs whose float32 observations come as int64 at step 1."""
+
+    def __init__(self, big):
+        self.num_envs, self.big, self.t = 2, big, 0
+        self.single_observation_space = spaces.Box(-1, 1, (2,), np.float32)
+        self.single_action_space = spaces.Discrete(2)
+        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, 2)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, 2)
+        self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros((2, 2), np.float32), {}
+
+    def step(self, actions):
+        self.t += 1
+        obs = np.full((2, 2), self.big, np.int64)
+        return obs, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), {}
+
+
+def test_vector_values_no_common_dtype_holds_are_refused_by_name(tmp_path):
+    from gym_recorder import RecordingVectorWrapper
+
+    env = RecordingVectorWrapper(_IntVector(2**62 + 1), tmp_path / "big")
+    env.reset(seed=0)
+    with pytest.raises(UnsupportedValueError, match="no common dtype holds both"):
+        env.step(np.zeros(2, np.int64))
+    env.close()
+    with RecordingReader(tmp_path / "big") as reader:  # the reset before is recorded
+        assert [len(ep) for ep in reader] == [0, 0]
+    # small integers fit float64 exactly: the leaf is widened, as before
+    env = RecordingVectorWrapper(_IntVector(3), tmp_path / "small")
+    env.reset(seed=0)
+    env.step(np.zeros(2, np.int64))
+    env.close()
+    with RecordingReader(tmp_path / "small") as reader:
+        assert [ep.observations.tolist() for ep in reader] == [[[0, 0], [3, 3]]] * 2
