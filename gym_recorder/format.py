@@ -82,7 +82,9 @@ Each BATCH::
                        without overlap (first >= the previous batch's first + len). A gap (entries
                        that no batch holds) only arises when ``repair`` moved a broken batch
                        (or the damaged entries of one) aside: an episode whose next part was in the gap ends there (end null)
-    "len": int         the number of entries in the batch
+    "len": int         the number of entries in the batch; len <= json_size <= MAX_JSON_BYTES
+                       (an ENTRY takes more than a byte), so readers refuse a larger len up
+                       front; legacy manifests: len <= MAX_JSON_BYTES
     "fn": "P.epNNNNNNNNN.json", "bin": "P.epNNNNNNNNN.bin"
     "json_size": int, "bin_size": int     exact sizes of the two files in bytes
     "json_crc32": int                      zlib CRC-32 of the batch JSON file's bytes
@@ -348,6 +350,7 @@ __all__ = [
     "FORMAT_VERSION",
     "ALIGNMENT",
     "MAX_JSON_BYTES",
+    "MIN_ENTRY_BYTES",
     "MAX_NESTING",
     "MAX_NDIM",
     "MAX_DIM",
@@ -378,6 +381,9 @@ ALIGNMENT = 8
 # A batch JSON aims at a few MB; 256 MiB leaves room for huge info payloads while refusing a
 # file that would exhaust memory when parsed (json.loads needs several times the file size).
 MAX_JSON_BYTES = 1 << 28
+# A bound on the bytes an entry of a batch JSON takes (each takes far more): a manifest's 'len'
+# is at most json_size / MIN_ENTRY_BYTES, so a lie in it fails fast.
+MIN_ENTRY_BYTES = 1
 # Deeper nesting than this is not produced by any space or info we write; refusing it keeps the
 # decoder's recursion bounded on hostile files.
 MAX_NESTING = 64
@@ -613,6 +619,9 @@ def check_batch_entry(batch: Any, where: str, prefix: str, entries: int,
         if not (fn.startswith(prefix + ".ep") and fn.endswith(".json")):
             raise FormatError(f"{where}: fn {fn!r} is not a batch of this writer, expected "
                               f"{prefix + '.ep'}NNNNNNNNN.json")
+        if length * MIN_ENTRY_BYTES > MAX_JSON_BYTES:
+            raise FormatError(f"{where}: 'len' {length} episodes cannot fit a batch JSON of at "
+                              f"most {MAX_JSON_BYTES} bytes")
         return length
     if first < entries:
         # Gaps are allowed (batches moved aside by repair); overlaps are not.
@@ -630,6 +639,10 @@ def check_batch_entry(batch: Any, where: str, prefix: str, entries: int,
             raise FormatError(f"{where}: {key!r} must be a non-negative integer")
     if type(new) is not int or not 0 <= new <= length:
         raise FormatError(f"{where}: 'episodes' must be an integer in [0, len]")
+    if batch["json_size"] > MAX_JSON_BYTES or length * MIN_ENTRY_BYTES > batch["json_size"]:
+        raise FormatError(f"{where}: 'len' {length} entries cannot fit a batch JSON of "
+                          f"{batch['json_size']} bytes (at most {MAX_JSON_BYTES} bytes, at least "
+                          f"{MIN_ENTRY_BYTES} byte an entry)")
     return new
 
 

@@ -119,14 +119,37 @@ def verify(directory: str | os.PathLike[str]) -> list[Problem]:
     except (RecorderError, OSError) as e:
         report(None, f"cannot open the recording: {e}")
         return problems
+    def culprit_of(message: str) -> str | None:
+        first_word = re.split(r"[: ]", message, maxsplit=1)[0]
+        return first_word if first_word in known else None
+
     with reader:
+        # Each batch decoded once; the episodes of a batch that fails are not read one by one
+        # (each would fail the same way: a hostile manifest may claim millions of them).
+        skip: set[int] = set()
+        try:
+            infos = reader.batches()
+        except Exception as e:  # noqa: BLE001
+            report(culprit_of(str(e)), f"listing the batches: {e}")
+            return problems
+        for info in infos:
+            try:
+                reader.read_batch(info)
+            except Exception as e:  # noqa: BLE001 - a hostile file must end in a report
+                skip.update(info.episodes)
+                named = culprit_of(str(e)) or info.json_name
+                if named not in reported:
+                    reported.add(named)
+                    report(named, str(e) if isinstance(e, FormatError)
+                           else f"{type(e).__name__}: {e}")
         for i in range(len(reader)):
+            if i in skip:
+                continue
             try:
                 reader[i]
             except Exception as e:  # noqa: BLE001 - a hostile file must end in a report
                 message = str(e)
-                first_word = re.split(r"[: ]", message, maxsplit=1)[0]
-                culprit = first_word if first_word in known else None
+                culprit = culprit_of(message)
                 if (culprit or "") not in reported:
                     report(culprit, f"episode {i}: {message}" if isinstance(e, FormatError)
                            else f"episode {i}: {type(e).__name__}: {message}")

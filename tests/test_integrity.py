@@ -271,3 +271,31 @@ def test_fifo_in_place_of_a_bin_is_reported_not_waited_on(tmp_path):
         signal.signal(signal.SIGALRM, old)
     assert any(p.path.endswith(bin_name) and "not a regular file" in p.message
                for p in problems), problems
+
+
+@pytest.mark.parametrize("claimed", [2**62, "fits"], ids=["beyond-json-size", "within-it"])
+def test_a_manifest_claiming_more_entries_fails_fast(tmp_path, claimed):
+    """One edited number in a manifest ('len', 'episodes') once made verify read the batch
+    again for every claimed episode (2**62: for ever) and batches() raise MemoryError."""
+    import time
+
+    record(tmp_path, episodes=1, length=5)
+    [mname] = files(tmp_path, ".manifest.json")
+    doc = json.loads((tmp_path / mname).read_text())
+    b = doc["batches"][0]
+    n = claimed if claimed != "fits" else b["json_size"]  # the most the rule allows
+    b["len"] = b["episodes"] = n
+    (tmp_path / mname).write_text(json.dumps(doc))
+    start = time.monotonic()
+    problems = verify(tmp_path)
+    assert time.monotonic() - start < 20
+    assert problems and any(mname in p.path or "len" in p.message or "episodes" in p.message
+                            for p in problems), problems
+    if claimed != "fits":
+        with pytest.raises(FormatError, match="entries cannot fit a batch JSON"):
+            RecordingReader(tmp_path)
+    else:
+        with RecordingReader(tmp_path) as reader:
+            assert len(reader) == n
+            with pytest.raises(FormatError):
+                reader[n - 1]
