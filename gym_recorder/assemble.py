@@ -195,6 +195,11 @@ def _one_leaf(value: Any) -> list[Any]:
 def _join(where: str, name: str, columns: list[Any]) -> Any:
     """join_leaf, refusing by name arrays whose rows do not stack (gym-recording writers
     declare no space: their episodes may hold anything)."""
+    for c in columns:
+        if not isinstance(c, (np.ndarray, list)) or (isinstance(c, np.ndarray) and c.ndim == 0):
+            raise UnsupportedSpaceError(f"{where}: an episode holds {name} that are not rows "
+                                        f"(a {type(c).__name__} of shape {np.shape(c)}); read "
+                                        "its episodes one by one")
     arrays = [c for c in columns if isinstance(c, np.ndarray)]
     if len(arrays) == len(columns) and len({a.shape[1:] for a in arrays}) > 1:
         raise UnsupportedSpaceError(f"{where}: the episodes hold {name} rows of different "
@@ -204,10 +209,11 @@ def _join(where: str, name: str, columns: list[Any]) -> Any:
 
 
 def _signature(legacy: bool, layout: Layout | None) -> Any:
-    """What two writers must share for one column of their episodes: each leaf's path and form."""
+    """What two writers must share for one column of their episodes: each leaf's path and form
+    (shape and dtype: int64 and uint64 leaves would meet in float64, which rounds)."""
     if layout is None:
         return "legacy" if legacy else None
-    return [(path, leaf.shape if isinstance(leaf, ArrayLeaf) else "values")
+    return [(path, (leaf.shape, str(leaf.dtype)) if isinstance(leaf, ArrayLeaf) else "values")
             for path, leaf in zip(layout.leaf_paths(), layout.leaves)]
 
 

@@ -231,3 +231,32 @@ def test_a_flipped_byte_is_found_with_verify(tmp_path, read_threads):
         assert (reader.column() != before).sum() == 1  # without verify: read, one byte differs
     with RecordingReader(tmp_path, verify=True) as reader, pytest.raises(ChecksumError):
         reader.column()
+
+
+def test_writers_whose_leaves_differ_only_in_dtype_are_refused(tmp_path):
+    """int64 and uint64 Box leaves of one shape meet in float64, which rounds 2**62 + 1: the
+    column refuses them by name instead of joining them."""
+    from gymnasium import spaces
+
+    class Big(gym.Env):
+        action_space = spaces.Discrete(2)
+
+        def __init__(self, dtype):
+            self.observation_space = spaces.Box(0, 2**62, (1,), dtype)
+
+        def reset(self, *, seed=None, options=None):
+            return np.array([2**62 + 1], self.observation_space.dtype), {}
+
+        def step(self, action):
+            return np.array([2**62 + 3], self.observation_space.dtype), 0.0, True, False, {}
+
+    for dtype in (np.int64, np.uint64):
+        with RecordingWrapper(Big(dtype), tmp_path) as env:
+            env.reset(seed=0)
+            env.step(0)
+    with RecordingReader(tmp_path) as reader:
+        with pytest.raises(UnsupportedSpaceError, match="observations of different spaces"):
+            reader.column()
+        for k, dtype in enumerate((np.int64, np.uint64)):
+            got = reader.column(episodes=[k])
+            assert got.dtype == dtype and got.ravel().tolist() == [2**62 + 1, 2**62 + 3]

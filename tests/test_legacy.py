@@ -15,6 +15,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 from conftest import assert_same
 
 import gym_recorder
@@ -179,3 +180,24 @@ def test_legacy_and_new_recordings_in_one_directory(tmp_path):
     lengths = []
     gym_recorder.scan_recorded_traces(tmp_path, lambda o, a, r: lengths.append(len(r)))
     assert lengths == [5, 12, 0, 3, 4, 1, 1]
+
+
+@pytest.mark.parametrize("obs", [5, {"__type": "ndarray", "shape": [], "order": "C",
+                                     "dtype": "float32", "npyfile": "openaigym.trace.X.ep000000000.bin",
+                                     "npyoff": 0, "size": 4}], ids=["number", "0-d array"])
+def test_legacy_observations_that_are_not_rows_refuse_a_column_by_name(tmp_path, obs):
+    """gym-recording declared no space: an episode may hold a scalar where rows belong. It
+    reads as it is; a column of it is refused by name (once a bare TypeError / ValueError)."""
+    import json
+
+    from gym_recorder.errors import UnsupportedSpaceError
+
+    (tmp_path / "openaigym.trace.X.ep000000000.bin").write_bytes(np.float32(1).tobytes())
+    (tmp_path / "openaigym.trace.X.manifest.json").write_text(json.dumps(
+        {"batches": [{"first": 0, "len": 1, "fn": "openaigym.trace.X.ep000000000.json"}]}))
+    (tmp_path / "openaigym.trace.X.ep000000000.json").write_text(json.dumps(
+        {"episodes": [{"observations": obs, "actions": [], "rewards": []}]}))
+    with RecordingReader(tmp_path) as reader:
+        assert np.asarray(reader[0].observations).shape == ()
+        with pytest.raises(UnsupportedSpaceError, match="observations that are not rows"):
+            reader.column("observations")
