@@ -53,7 +53,8 @@ class ParallelSummary:
         directory: the recording directory.
         episodes: episodes that ended, over all workers.
         steps: transitions, over all workers.
-        writers: each worker's writer prefix (None for a worker that failed to start).
+        writers: each worker's writer prefix (named before the workers start: a worker that
+            failed still has one, and what it committed is in the directory under it).
         seeds: each worker's first-reset seed.
         failures: worker index -> one line saying why it failed (its committed data is kept).
     """
@@ -127,7 +128,10 @@ def record_parallel(env_id_or_creator: str | Callable[[], Any], directory: str |
         A :class:`ParallelSummary`.
 
     Raises:
-        ValueError: for a bad count or seed.
+        ValueError: for a bad count or seed, a URL as directory, or a ``file_prefix`` in
+            ``recorder_kwargs``.
+        ReplayError: if ``env_id_or_creator`` is an id that cannot be made (checked in this
+            process, before any actor starts).
     """
     ray = _ray()
     for name, value in (("num_workers", num_workers), ("episodes_per_worker",
@@ -138,17 +142,30 @@ def record_parallel(env_id_or_creator: str | Callable[[], Any], directory: str |
         raise TypeError("env_id_or_creator must be an env id or a callable returning an env")
     if env_kwargs and not isinstance(env_id_or_creator, str):
         raise ValueError("env_kwargs only applies to an env id; a creator makes its own env")
+    if "://" in os.fspath(directory):
+        raise ValueError(f"record_parallel records into a local directory (every actor's "
+                         f"filesystem), not {os.fspath(directory)!r}: record, then push it "
+                         f"(gym_recorder.cloud.push)")
+    if recorder_kwargs and "file_prefix" in recorder_kwargs:
+        raise ValueError("record_parallel names each worker's writer; leave out file_prefix")
+    if isinstance(env_id_or_creator, str):  # an id that cannot be made fails here, by name
+        from .replay import make_env
+        make_env(env_id_or_creator, env_kwargs).close()
     if seed is None:
         seed = secrets.randbelow(SEED_BOUND)
     seeds = worker_seeds(seed, num_workers)
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
 
+    from .writer import default_prefix
+
+    # Named here, so that a worker that dies is still found in the summary (and its data kept).
+    writers: list[str | None] = [default_prefix() for _ in range(num_workers)]
     Recorder = ray.remote(num_cpus=1, max_restarts=0)(_RecorderActor)
     actors = [Recorder.remote() for _ in range(num_workers)]
     refs = [a.run.remote(env_id_or_creator, directory, episodes_per_worker, s, policy,
-                         env_kwargs, recorder_kwargs) for a, s in zip(actors, seeds)]
-    writers: list[str | None] = [None] * num_workers
+                         env_kwargs, {**dict(recorder_kwargs or {}), "file_prefix": prefix})
+            for a, s, prefix in zip(actors, seeds, writers)]
     failures: dict[int, str] = {}
     episodes = steps = 0
     pending = {ref: k for k, ref in enumerate(refs)}
@@ -159,9 +176,8 @@ def record_parallel(env_id_or_creator: str | Callable[[], Any], directory: str |
             try:
                 result = ray.get(ready[0])
             except Exception as e:  # noqa: BLE001  (an actor died or its env raised)
-                failures[k] = " ".join(str(e).split())[:500] or type(e).__name__
+                failures[k] = _reason(e)
             else:
-                writers[k] = result["prefix"]
                 episodes += result["episodes"]
                 steps += result["steps"]
             ray.kill(actors[k])  # frees its CPU for a worker still waiting for one
@@ -170,6 +186,18 @@ def record_parallel(env_id_or_creator: str | Callable[[], Any], directory: str |
             ray.kill(a)
     return ParallelSummary(directory=directory, episodes=episodes, steps=steps,
                            writers=writers, seeds=seeds, failures=failures)
+
+
+def _reason(e: BaseException) -> str:
+    """One line saying why a worker failed: the exception its code raised (a RayTaskError's
+    cause), else Ray's own error (an actor that died), without Ray's traceback."""
+    cause = getattr(e, "cause", None)
+    err = cause if isinstance(cause, BaseException) else e
+    text = str(err).strip()
+    if err is e:  # Ray's message: its first line says what happened
+        text = text.splitlines()[0] if text else ""
+    text = " ".join(text.split())
+    return f"{type(err).__name__}: {text}"[:500] if text else type(err).__name__
 
 
 class _RecorderActor:

@@ -339,13 +339,13 @@ def test_a_dying_worker_loses_at_most_its_flush_interval(tmp_path):
     summary = gr_ray.record_parallel(lambda: DiesAtStep(gym.make("CartPole-v1"), doomed, 6), d,
                                      num_workers=3, episodes_per_worker=2, seed=5,
                                      recorder_kwargs={"flush_interval": 0.01})
-    assert list(summary.failures) == [1] and summary.writers[1] is None
+    assert list(summary.failures) == [1] and "ActorDiedError" in summary.failures[1]
     assert summary.episodes == 4
     with RecordingReader(d) as reader:
-        assert len(reader.writers) == 3
-        done = [ep for ep in reader if ep.writer in summary.writers]
+        assert sorted(w["prefix"] for w in reader.writers) == sorted(summary.writers)
+        done = [ep for ep in reader if ep.writer != summary.writers[1]]
         assert len(done) == 4 and all(ep.end in ("terminated", "truncated") for ep in done)
-        lost = [ep for ep in reader if ep.writer not in summary.writers]
+        lost = [ep for ep in reader if ep.writer == summary.writers[1]]  # the dead worker's
         assert len(lost) == 1 and lost[0].seed == doomed and lost[0].end is None
         # Steps 1..5 were taken (CartPole cannot end sooner), each committed within 0.01 s: at
         # most the last one is lost.
@@ -405,3 +405,34 @@ def test_a_recording_replaced_under_the_same_names_is_read_anew(tmp_path, name):
     assert isinstance(caught.value, FormatError) or isinstance(
         getattr(caught.value, "cause", None), FormatError), caught.value
     assert "is not the one this dataset was made with" in str(caught.value)
+
+
+class _Explodes(gym.Wrapper):
+    def step(self, action):
+        raise RuntimeError("creator exploded")
+
+
+def test_record_parallel_failures_say_why_in_one_line(tmp_path):
+    """A worker's exception comes back as its type and message (not Ray's traceback cut before
+    them); an id that cannot be made and a URL as directory fail before any actor starts."""
+    gr_ray = _ray_mod()
+    from gym_recorder.replay import ReplayError
+
+    summary = gr_ray.record_parallel(lambda: _Explodes(gym.make("CartPole-v1")), tmp_path / "x",
+                                     num_workers=2, episodes_per_worker=1, seed=0)
+    assert summary.failures == {0: "RuntimeError: creator exploded",
+                                1: "RuntimeError: creator exploded"}
+    assert len(summary.writers) == 2 and len(set(summary.writers)) == 2
+    summary = gr_ray.record_parallel("CartPole-v1", tmp_path / "p", num_workers=1,
+                                     episodes_per_worker=1, seed=0, policy=lambda obs: 1 // 0)
+    assert summary.failures == {0: "ZeroDivisionError: integer division or modulo by zero"}
+    with pytest.raises(ReplayError, match="NoSuchEnv-v9"):
+        gr_ray.record_parallel("NoSuchEnv-v9", tmp_path / "n", num_workers=1,
+                               episodes_per_worker=1)
+    with pytest.raises(ValueError, match="local directory"):
+        gr_ray.record_parallel("CartPole-v1", "s3://bucket/run", num_workers=1,
+                               episodes_per_worker=1)
+    with pytest.raises(ValueError, match="leave out file_prefix"):
+        gr_ray.record_parallel("CartPole-v1", tmp_path / "f", num_workers=1,
+                               episodes_per_worker=1, recorder_kwargs={"file_prefix": "a"})
+    assert not (tmp_path / "n").exists() and not (tmp_path / "f").exists()
