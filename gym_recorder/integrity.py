@@ -31,6 +31,7 @@ from ._checks import _check_batch
 from ._repair import REPAIR_FOLDER_PREFIX, repair
 from .errors import FormatError, RecorderError
 from .format import MANIFEST_SUFFIX
+from .spaces import build_space
 
 __all__ = ["Problem", "verify", "repair", "REPAIR_FOLDER_PREFIX"]
 
@@ -102,6 +103,12 @@ def verify(directory: str | os.PathLike[str]) -> list[Problem]:
             continue
         if m.legacy:
             continue  # gym-recording files carry no sizes or checksums: the reader checks them
+        for desc, what in ((m.observation_space_desc, "observation_space"),
+                           (m.action_space_desc, "action_space")):
+            try:  # the layout is checked with the manifest; the space's own values here
+                build_space(desc, f"{name} {what}")
+            except FormatError as e:
+                report(name, str(e).removeprefix(f"{name} "))
         for binfo in m.batches:
             check = _check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo)
             known.update((check.json_name, check.bin_name))

@@ -299,3 +299,21 @@ def test_a_manifest_claiming_more_entries_fails_fast(tmp_path, claimed):
             assert len(reader) == n
             with pytest.raises(FormatError):
                 reader[n - 1]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["action_space"].update(n=0),
+    lambda d: d["observation_space"].update(low=d["observation_space"]["high"],
+                                            high=d["observation_space"]["low"]),
+], ids=["discrete-n-0", "box-low-above-high"])
+def test_verify_reports_a_space_the_reader_cannot_rebuild(tmp_path, edit):
+    record(tmp_path, episodes=1, length=3)
+    [mname] = files(tmp_path, ".manifest.json")
+    doc = json.loads((tmp_path / mname).read_text())
+    edit(doc)
+    (tmp_path / mname).write_text(json.dumps(doc))
+    with RecordingReader(tmp_path) as reader, pytest.raises(FormatError, match="cannot rebuild"):
+        reader.observation_space, reader.action_space  # noqa: B018
+    problems = verify(tmp_path)
+    assert [p.path for p in problems] == [str(tmp_path / mname)]
+    assert "cannot rebuild" in problems[0].message
