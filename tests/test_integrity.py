@@ -317,3 +317,21 @@ def test_verify_reports_a_space_the_reader_cannot_rebuild(tmp_path, edit):
     problems = verify(tmp_path)
     assert [p.path for p in problems] == [str(tmp_path / mname)]
     assert "cannot rebuild" in problems[0].message
+
+
+def test_repair_rebuilds_a_wrong_manifest_entry_of_an_intact_batch(tmp_path):
+    """Only the manifest's counts of a batch are wrong (its JSON is the one the entry
+    committed: same size and CRC-32): repair rebuilds the entry and keeps every step (it once
+    moved the batch aside)."""
+    record(tmp_path)
+    [mname] = files(tmp_path, ".manifest.json")
+    doc = json.loads((tmp_path / mname).read_text())
+    doc["batches"][2]["len"] += 1
+    doc["batches"][2]["steps"] += 5
+    (tmp_path / mname).write_text(json.dumps(doc))
+    assert verify(tmp_path)
+    actions = repair(tmp_path)
+    assert any("rebuilt" in a and doc["batches"][2]["fn"] in a for a in actions), actions
+    assert not any(a.startswith("moved") for a in actions), actions
+    assert verify(tmp_path) == []
+    assert_whole(tmp_path)
