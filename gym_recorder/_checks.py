@@ -45,12 +45,15 @@ def _walk_refs(obj: Any, where: str, out: list[tuple[dict[str, Any], str]],
             _walk_refs(value, f"{where}[{i}]", out, depth + 1)
 
 
-def _crc_of(fd: int, offset: int, size: int) -> int | None:
-    """CRC-32 of ``size`` bytes at ``offset``; None if the file ends first."""
+def _crc_of(fd: int, offset: int, size: int, flags: bool = False) -> int | None:
+    """CRC-32 of ``size`` bytes at ``offset``; None if the file ends first, or if ``flags``
+    (a ``|b1`` array) and a byte is neither 0 nor 1."""
     crc = 0
     while size > 0:
         data = os.pread(fd, min(size, CRC_CHUNK_BYTES), offset)
         if not data:
+            return None
+        if flags and data and max(data) > 1:
             return None
         crc = fileio.crc32(data, crc)
         offset += len(data)
@@ -185,9 +188,12 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
                 check.add(bin_name, f"{json_name} {where}: bytes {ref.offset}.."
                                     f"{ref.offset + ref.size} lie outside the file "
                                     f"({bin_size} bytes)", entry=pos)
-            elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.size) != ref.crc32:
+            elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.size,
+                                                   ref.dtype.kind == "b") != ref.crc32:
                 check.add(bin_name, f"{json_name} {where}: CRC-32 of the array's bytes "
-                                    f"(at {ref.offset}, {ref.size} bytes) does not match",
+                                    f"(at {ref.offset}, {ref.size} bytes) does not match"
+                                    + (", or a bool byte is neither 0 nor 1"
+                                       if ref.dtype.kind == "b" else ""),
                           entry=pos)
         if check.ok:
             # Not fatal: every array checks out, only bytes no array covers are wrong.

@@ -195,6 +195,9 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
     if verify and any(c is not None and _fileio.crc32(data[o:o + s]) != c
                       for o, s, c in zip(offs, sizes, crcs)):
         return None
+    if verify and dtype.kind == "b" and any(s and data[o:o + s].max() > 1
+                                            for o, s in zip(offs, sizes)):
+        return None  # (the part-by-part path names the bad array)
     if ALIGNMENT % isz == 0:
         flat = data[:len(data) // isz * isz].view(dtype)
         if not tail:  # a step column: the slice is already of shape (rows,) (sizes checked)

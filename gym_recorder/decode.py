@@ -310,6 +310,8 @@ class Decoder:
         """Checks an array's raw bytes: CRC-32 when verifying, and that <U holds code points."""
         if self._verify and ref.crc32 is not None and _fileio.crc32(raw) != ref.crc32:
             raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
+        if self._verify and ref.dtype.kind == "b" and ref.size and raw.view(np.uint8).max() > 1:
+            raise FormatError(f"{where}: a bool array holds bytes other than 0 and 1")
         if ref.dtype.kind == "U" and ref.size:
             # numpy crashes (SystemError) on any access to a code point beyond U+10FFFF.
             codes = raw.view(np.dtype(np.uint32).newbyteorder(ref.dtype.byteorder))

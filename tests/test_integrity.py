@@ -335,3 +335,29 @@ def test_repair_rebuilds_a_wrong_manifest_entry_of_an_intact_batch(tmp_path):
     assert not any(a.startswith("moved") for a in actions), actions
     assert verify(tmp_path) == []
     assert_whole(tmp_path)
+
+
+def test_a_bool_byte_other_than_0_or_1_is_found_by_verify(tmp_path):
+    """The spec's b1 is one byte 0 or 1; a 2 (with its CRC-32 made to match) gives a numpy bool
+    that is True and ~True at once: verify and verifying readers refuse it."""
+    import zlib
+
+    record(tmp_path, episodes=1, length=5)
+    [jname] = files(tmp_path, ".ep000000000.json")
+    doc = json.loads((tmp_path / jname).read_text())
+    ref = doc["episodes"][0]["terminations"]
+    data = bytearray((tmp_path / ref["npyfile"]).read_bytes())
+    data[ref["npyoff"]] = 2
+    (tmp_path / ref["npyfile"]).write_bytes(bytes(data))
+    ref["crc32"] = zlib.crc32(bytes(data[ref["npyoff"]:ref["npyoff"] + ref["size"]]))
+    raw = json.dumps(doc).encode()
+    (tmp_path / jname).write_bytes(raw)
+    [mname] = files(tmp_path, ".manifest.json")
+    m = json.loads((tmp_path / mname).read_text())
+    m["batches"][0].update(json_size=len(raw), json_crc32=zlib.crc32(raw))
+    (tmp_path / mname).write_text(json.dumps(m))
+    problems = verify(tmp_path)
+    assert any("a bool byte is neither 0 nor 1" in p.message for p in problems), problems
+    with RecordingReader(tmp_path, verify=True) as reader:
+        with pytest.raises(FormatError, match="bool array holds bytes other than 0 and 1"):
+            reader[0]
