@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import EmptySelectionError, FormatError
 from .reader import Episode, RecordingReader
-from .selection import episode_indices
+from .selection import episode_indices, writer_positions
 from .transitions import tree_map
 
 __all__ = ["TransitionDataset", "EpisodeDataset", "WindowDataset"]
@@ -69,12 +69,8 @@ class _RecordingDataset:
         # The selection as (writer, episode number within it): another process's reader of a
         # recording still being written numbers episodes anew (an earlier writer's new episodes
         # move every later writer's indices), so items are found by writer, not by index.
-        writers = reader.writers
-        starts = np.cumsum([0] + [w["episodes"] for w in writers]).astype(np.int64)
-        owner = np.searchsorted(starts, self.episodes, side="right") - 1
+        writers, self._owner, self._numbers = writer_positions(reader, self.episodes)
         self._writers = [w["prefix"] for w in writers]
-        self._owner = owner.astype(np.int64)
-        self._numbers = self.episodes - starts[owner]
         self._resolved: np.ndarray | None = self.episodes  # this process's reader indices
 
     def _reader(self) -> RecordingReader:
@@ -103,7 +99,8 @@ class _RecordingDataset:
                 raise FormatError(f"{self.location}: writer {prefix} no longer holds the "
                                   f"episodes this dataset was made with")
             firsts[k] = first
-        return firsts[self._owner] + self._numbers
+        resolved: np.ndarray = firsts[self._owner] + self._numbers
+        return resolved
 
     def _episode(self, e: int) -> Episode:
         """The ``e``-th selected episode, cut to the steps it had when the dataset was made."""

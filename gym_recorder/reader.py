@@ -122,10 +122,6 @@ class RecordingReader:
         """One dict per writer: prefix, env_id, episodes, batches, complete, and its manifest."""
         return [_writer_entry(m) for m in self._manifests]
 
-    def writer_of(self, index: int) -> dict[str, Any]:
-        """The :attr:`writers` entry of the writer that recorded episode ``index``."""
-        return _writer_entry(self._locate(index)[1])
-
     def _first_described(self) -> Manifest | None:
         return next((m for m in self._manifests if not m.legacy), None)
 

@@ -26,7 +26,8 @@ from .errors import EmptySelectionError, UnsupportedSpaceError
 from .reader import EpisodeSummary, RecordingReader
 from .spaces import build_space
 
-__all__ = ["select", "split", "episode_indices", "selection_source", "SelectionSource"]
+__all__ = ["select", "split", "episode_indices", "selection_source", "SelectionSource",
+           "writer_positions"]
 
 
 def episode_indices(reader: RecordingReader, episodes: Iterable[int] | None) -> list[int]:
@@ -47,6 +48,17 @@ def episode_indices(reader: RecordingReader, episodes: Iterable[int] | None) -> 
             raise IndexError(f"episode {int(i)} out of range: the recording has {n} episodes")
         indices.append(int(i) % n)
     return indices
+
+
+def writer_positions(reader: RecordingReader, indices: Sequence[int] | np.ndarray
+                     ) -> tuple[list[dict[str, Any]], np.ndarray, np.ndarray]:
+    """The reader's writers, and for each of ``indices`` (non-negative) the position of its
+    writer in that list and its episode number within that writer."""
+    writers = reader.writers
+    starts = np.cumsum([0] + [w["episodes"] for w in writers]).astype(np.int64)
+    chosen = np.asarray(indices, dtype=np.int64)
+    owner = (np.searchsorted(starts, chosen, side="right") - 1).astype(np.int64)
+    return writers, owner, chosen - starts[owner]
 
 
 @dataclass(frozen=True)
@@ -78,11 +90,10 @@ def selection_source(reader: RecordingReader, indices: Sequence[int]) -> Selecti
     """
     if not len(indices):
         raise EmptySelectionError(f"no episodes selected in {reader.directory}")
-    seen: dict[str, tuple[int, dict[str, Any]]] = {}
-    for i in indices:
-        w = reader.writer_of(i)
-        if w["prefix"] not in seen:
-            seen[w["prefix"]] = (int(i), w)
+    writers, owner, _ = writer_positions(reader, indices)
+    order, at = np.unique(owner, return_index=True)
+    seen = {writers[int(k)]["prefix"]: (int(indices[int(a)]), writers[int(k)])
+            for a, k in sorted(zip(at, order))}  # in the order they first appear
     (i0, first), *others = seen.values()
     doc = first["manifest"] or {}
 
