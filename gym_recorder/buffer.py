@@ -281,9 +281,15 @@ class StepBuffer(ColumnBuffer):
             if type(v) is not np.ndarray or v.dtype != col.dtype:
                 arr = np.asarray(v)
                 if arr.dtype.hasobject or arr.dtype.kind not in "biufc":
-                    raise UnsupportedValueError(
-                        f"{what} leaf {j}: value of type {type(v).__name__} (dtype {arr.dtype}) "
-                        f"does not fit the space's {leaf.dtype} leaf")
+                    # Not a number (a string, None, a dict...): kept as one VALUE a row if it
+                    # can be stored at all (snapshot raises UnsupportedValueError otherwise).
+                    kept = snapshot(values[j], f"{what} leaf {j}")
+                    self._outside(cols, j, what, f"a {type(v).__name__} (dtype {arr.dtype}) "
+                                  f"where the space has {leaf.dtype} numbers; stored as one "
+                                  f"value a row from now on")
+                    col = self._to_values(cols, j, row)
+                    col.append(kept)
+                    continue
                 if arr.shape != col.shape[1:]:
                     v = arr  # (outside the space's shape: below)
                 elif not np.can_cast(arr.dtype, col.dtype, "safe") and not (

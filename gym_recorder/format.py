@@ -238,7 +238,8 @@ does a value numpy casts "safely" but not exactly (int64 into a float64 column).
 starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
 an episode's leaf in ``np.result_type`` of its parts' dtypes when they are all numbers (kinds b,
 i, u, f, c), or all U, or all S, and MUST refuse other mixes.
-A value outside the space's shape (a Box leaf of another shape) makes the writer store that
+A value outside the space's shape (a Box leaf of another shape), or one that is not a number (a
+string array, None), makes the writer store that
 array leaf as ``{"__type": "values", ...}`` (one VALUE a row, each with its own shape and
 dtype) in that batch and all later ones of the writer; readers MUST accept either form for array
 leaves and give such a leaf back as a list of its rows (also for an episode whose earlier parts

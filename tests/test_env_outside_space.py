@@ -190,3 +190,31 @@ def test_vector_values_no_common_dtype_holds_are_refused_by_name(tmp_path):
     env.close()
     with RecordingReader(tmp_path / "small") as reader:
         assert [ep.observations.tolist() for ep in reader] == [[[0, 0], [3, 3]]] * 2
+
+
+def test_values_that_are_not_numbers_are_kept_as_values(tmp_path):
+    """A string array (and None) where a float32 Box leaf belongs: kept exactly, one value a
+    row, with one warning; something no VALUE can hold still raises, by name."""
+    space = spaces.Box(-1, 1, (2,), np.float32)
+    values = [np.zeros(2, np.float32), np.array(["a", "b"]), np.full(2, 0.5, np.float32)]
+    with pytest.warns(OutsideSpaceWarning, match="stored as one value a row") as record:
+        with RecordingWrapper(_Values(space, values), tmp_path / "str") as env:
+            env.reset(seed=0)
+            env.step(0)
+            env.step(0)
+    assert sum(issubclass(w.category, OutsideSpaceWarning) for w in record) == 1
+    with RecordingReader(tmp_path / "str", verify=True) as reader:
+        got = reader[0].observations
+    assert isinstance(got, list) and len(got) == 3
+    for g, want in zip(got, values):
+        assert g.dtype == want.dtype and g.tolist() == want.tolist()
+
+    class Opaque:
+        def copy(self):
+            return self
+
+    env = RecordingWrapper(_Values(space, [np.zeros(2, np.float32), Opaque()]), tmp_path / "o")
+    env.reset(seed=0)
+    with pytest.raises(UnsupportedValueError):
+        env.step(0)
+    env.close()
