@@ -93,15 +93,18 @@ S3_CONFIG: dict[str, Any] = {"connect_timeout": 5, "read_timeout": 10,
                              "retries": {"max_attempts": 1, "mode": "standard"}}
 
 
-def open_fs(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
+def open_fs(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
     """``fsspec.core.url_to_fs`` with bounded S3 timeouts by default (:data:`S3_OPTIONS`,
     :data:`S3_CONFIG`; a key given in ``storage_options`` or its ``config_kwargs`` wins).
 
     Raises:
+        TypeError: if ``storage_options`` is not a dict (or None).
         StorageError: if fsspec cannot make a filesystem for the URL (unknown protocol, a
             missing s3fs, bad options).
     """
-    options = dict(storage_options)
+    if storage_options is not None and not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}")
+    options = dict(storage_options or {})
     s3 = url.split("://", 1)[0].lower() in ("s3", "s3a")
     if s3:
         config = dict(options.get("config_kwargs") or {})
@@ -114,7 +117,7 @@ def open_fs(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
         raise StorageError(f"{url}: cannot open ({type(e).__name__}: {e})") from e
     if s3:  # (s3fs takes its number of attempts as an attribute, not an option)
         for key, value in S3_OPTIONS.items():
-            if key not in storage_options and hasattr(fs, key):
+            if key not in (storage_options or {}) and hasattr(fs, key):
                 setattr(fs, key, value)
     return fs, root
 
@@ -141,15 +144,12 @@ class FsspecStorage:
         if not isinstance(location, str) or "://" not in location:
             raise ValueError(f"FsspecStorage needs a URL such as s3://bucket/path, got "
                              f"{location!r}")
-        if storage_options is not None and not isinstance(storage_options, dict):
-            raise TypeError(f"storage_options must be a dict, got "
-                            f"{type(storage_options).__name__}")
+        self.fs, self._root = open_fs(location, storage_options)
         self.location = location
         self.storage_options = dict(storage_options or {})
         self.bytes_read = 0
         self.requests = 0
         self._lock = threading.Lock()
-        self.fs, self._root = open_fs(location, self.storage_options)
         self._root = self._root.rstrip("/")
         self._sizes: dict[str, int] | None = None
         self.list()  # fail here, naming the URL, if it cannot be reached
@@ -393,9 +393,7 @@ def push(directory: str | os.PathLike[str], url: str, *, storage_options: dict[s
         raise FormatError(f"{directory}: not a directory")
     if not isinstance(url, str) or "://" not in url:
         raise ValueError(f"push needs a URL such as s3://bucket/path, got {url!r}")
-    if storage_options is not None and not isinstance(storage_options, dict):
-        raise TypeError(f"storage_options must be a dict, got {type(storage_options).__name__}")
-    fs, root = open_fs(url, storage_options or {})
+    fs, root = open_fs(url, storage_options)
     root = root.rstrip("/")
     base = url.rstrip("/")
     try:

@@ -59,6 +59,7 @@ class _RecordingDataset:
         self._reader_pid: int | None = None
         self._reader_obj: RecordingReader | None = None
         self._cache: OrderedDict[int, Episode] = OrderedDict()
+        self._writers: list[str] = []  # (set below: until then a reader needs no resolving)
         reader = self._reader()
         self.episodes = np.asarray(episode_indices(reader, episodes), dtype=np.int64)
         if len(self.episodes) == 0:
@@ -81,7 +82,7 @@ class _RecordingDataset:
             self._cache = OrderedDict()
             reader = RecordingReader(self.location, verify=self.verify)
             self._resolved = None
-            if hasattr(self, "_writers"):  # (not while __init__ makes the selection)
+            if self._writers:  # (empty while __init__ makes the selection)
                 self._resolved = self._resolve(reader)
             self._reader_obj, self._reader_pid = reader, pid
         return self._reader_obj

@@ -201,9 +201,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
     dropped: dict[str, str] = {}
     with RecordingReader(directory) as reader:
         chosen = episode_indices(reader, episodes)
-        if not chosen:
-            raise EmptySelectionError(f"{directory}: no episodes to export")
-        source = selection_source(reader, chosen)
+        source = selection_source(reader, chosen)  # (EmptySelectionError for no episodes)
         for space, what in ((source.observation_space, "observation space"),
                             (source.action_space, "action space")):
             _check_space(space, f"{directory}: {what}")
@@ -328,16 +326,14 @@ def _open_dataset(minari: Any, dataset: str | os.PathLike[str]) -> Any:
         if os.path.isabs(path) or os.path.exists(path) or path.startswith("."):
             raise DatasetNotFoundError(f"{path}: not a Minari dataset folder (none holds data/)")
         return minari.load_dataset(path)  # an id in the local root (MINARI_DATASETS_PATH honoured)
-    except FileNotFoundError as e:
-        if isinstance(e, DatasetNotFoundError):
-            raise
+    except RecorderError:
+        raise
+    except FileNotFoundError:
         from minari.storage.datasets_root_dir import get_dataset_path
         raise DatasetNotFoundError(
             f"Minari dataset {path} not found: not a folder holding data/, nor an id in the "
             f"local root {get_dataset_path()} (MINARI_DATASETS_PATH); download remote datasets "
             f"with `minari download {path}` first") from None
-    except RecorderError:
-        raise
     except Exception as e:  # h5py, json and Minari's own checks on files we did not write
         raise _unreadable(path, e) from e
 

@@ -70,14 +70,12 @@ class SelectionSource:
         env_id: the writers' env id, or None if they differ or none was recorded.
         manifest: the manifest of the first writer of the selection (its ``env_spec``, versions),
             with ``env_spec`` None when the writers' env ids differ.
-        writers: the prefixes of the writers, in the order they first appear.
     """
 
     observation_space: gym.Space[Any] | None
     action_space: gym.Space[Any] | None
     env_id: str | None
     manifest: dict[str, Any]
-    writers: tuple[str, ...]
 
 
 def selection_source(reader: RecordingReader, indices: Sequence[int]) -> SelectionSource:
@@ -117,7 +115,7 @@ def selection_source(reader: RecordingReader, indices: Sequence[int]) -> Selecti
         if doc.get("observation_space") is not None else None,
         action_space=build_space(doc.get("action_space"), f"{where} action_space")
         if doc.get("action_space") is not None else None,
-        env_id=env_id, manifest=doc, writers=tuple(seen))
+        env_id=env_id, manifest=doc)
 
 
 def select(reader: RecordingReader, *, episodes: Iterable[int] | None = None,

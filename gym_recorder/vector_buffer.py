@@ -268,13 +268,8 @@ class VectorStepBuffer(ColumnBuffer):
         if type(v) is np.ndarray and v.dtype != col.dtype and not col.dtype.hasobject:
             wide = col.dtype if np.can_cast(v.dtype, col.dtype, "safe") \
                 else np.result_type(col.dtype, v.dtype)
-            n = self.num_envs
-            written = [col[:self._row * n]]  # (rows not written yet hold garbage)
-            if len(col) > self._cap * n:  # the extra slots of final observations
-                k = self._extra_used - (0 if type(index) is slice else 1)
-                written.append(col[self._cap * n:self._cap * n + max(k, 0)])
-            if not (exact_in(v, wide) and (wide == col.dtype
-                                           or all(exact_in(w, wide) for w in written))):
+            kept = wide == col.dtype or self._written_exact_in(col, index, wide)
+            if not (exact_in(v, wide) and kept):
                 # (int64 and float32 meet in float64, which rounds integers beyond 2**53)
                 raise UnsupportedValueError(
                     f"{'observation' if cols is self._obs_cols else 'action'} leaf {j}: "
@@ -287,6 +282,16 @@ class VectorStepBuffer(ColumnBuffer):
                 col[index.start + k] = x
         else:
             col[index] = v
+
+    def _written_exact_in(self, col: np.ndarray, index: Any, dtype: np.dtype[Any]) -> bool:
+        """True when the rows of ``col`` written so far keep their values in ``dtype`` (rows not
+        written yet hold garbage; the extra slots of final observations follow the rows)."""
+        n = self.num_envs
+        written = [col[:self._row * n]]
+        if len(col) > self._cap * n:
+            k = self._extra_used - (0 if type(index) is slice else 1)  # (the slot being put)
+            written.append(col[self._cap * n:self._cap * n + max(k, 0)])
+        return all(exact_in(w, dtype) for w in written)
 
     def _write_rows(self, cols: list[Any], leaves: list[Any], base: int) -> None:
         end = base + self.num_envs
