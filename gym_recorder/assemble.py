@@ -20,7 +20,7 @@ from .columns import FastPart
 from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
 from .episode import Episode, EpisodeSummary
 from .errors import FormatError, UnsupportedSpaceError
-from .format import ENDS, ArrayRef, continues, parse_ref
+from .format import ENDS, ArrayRef, continues, exact_dtype, join_dtype, parse_ref
 from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from .spaces import ArrayLeaf, Layout
@@ -104,6 +104,8 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
         for slot, ref_or_none in zip(part.slots, refs):
             if ref_or_none is not None:
                 columns[slot[:2]].append(ref_or_none)
+    if not all(_joins_exactly(parts[0].where, column) for column in columns.values()):
+        return _stitched_mixed(dec, m, parts, index)
     dests = {key: allocate(parts[0].where, column) for key, column in columns.items()}
     # Where each part's rows go: the rows of the parts before it.
     jobs: list[ReadJob] = []
@@ -133,10 +135,13 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
 
 def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) -> Episode:
     """An episode whose parts store a leaf both as arrays and as values (a value outside the
-    space's shape arrived in a later part): that leaf comes back as a list of rows."""
+    space's shape arrived in a later part), or in dtypes that no one dtype may hold exactly
+    (int64 beside float64): such a leaf comes back as a list of rows when it must
+    (:func:`~gym_recorder.format.join_arrays`)."""
     loaded = [dec.load_part(m, part, part.binfo["bin_size"]) for part in parts]
-    obs = [join_leaf([p.obs[k] for p in loaded]) for k in range(len(obs_layout(m).leaves))]
-    act = [join_leaf([p.act[k] for p in loaded]) for k in range(len(act_layout(m).leaves))]
+    where = parts[0].where
+    obs = [join_leaf(where, [p.obs[k] for p in loaded]) for k in range(len(obs_layout(m).leaves))]
+    act = [join_leaf(where, [p.act[k] for p in loaded]) for k in range(len(act_layout(m).leaves))]
     return make_episode(m, index, loaded[0], loaded[-1], obs, act,
                         np.concatenate([p.rewards for p in loaded]),
                         np.concatenate([p.terminations for p in loaded]),
@@ -205,7 +210,7 @@ def _join(where: str, name: str, columns: list[Any]) -> Any:
         raise UnsupportedSpaceError(f"{where}: the episodes hold {name} rows of different "
                                     f"shapes ({', '.join(sorted({str(a.shape[1:]) for a in arrays}))}); "
                                     "select episodes of one shape")
-    return join_leaf(columns)
+    return join_leaf(where, columns)
 
 
 def _signature(legacy: bool, layout: Layout | None) -> Any:
@@ -253,8 +258,11 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
                     found += 1
             if found != leaves:
                 return None
-    dests = [allocate(first_where, [s if isinstance(s, np.ndarray) else s[1] for s in column])
-             for column in columns]
+    held: list[list[ArrayRef | np.ndarray]] = [
+        [s if isinstance(s, np.ndarray) else s[1] for s in column] for column in columns]
+    if not all(_joins_exactly(first_where, column) for column in held):
+        return None  # (the episodes' own leaves are joined, exactly or as rows)
+    dests = [allocate(first_where, column) for column in held]
     jobs: list[ReadJob] = []
     for column, out in zip(columns, dests):
         row = 0
@@ -318,22 +326,23 @@ def _pool() -> ThreadPoolExecutor:
 def allocate(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.ndarray:
     """Allocates one stacked array (of an episode, or a column of episodes) for the rows of
     ``column``'s references or arrays, of their (common) dtype."""
-    dtypes = [ref.dtype for ref in column]
-    dtype = dtypes[0]
-    if any(d != dtype for d in dtypes):
-        # A leaf widened in one batch (see "Trees" in the format): numbers mix, as do
-        # strings of one kind; numbers and strings do not.
-        kinds = {d.kind for d in dtypes}
-        if not (kinds <= set("biufc") or kinds == {"U"} or kinds == {"S"}):
-            raise FormatError(f"{where}: the episode's parts store one leaf with dtypes "
-                              f"that do not mix: {sorted({d.str for d in dtypes})}")
-        dtype = np.result_type(*dtypes)
+    # A leaf widened in one batch (see "Trees" in the format): numbers mix, as do strings
+    # of one kind; numbers and strings do not.
+    dtype = join_dtype([ref.dtype for ref in column], where)
     shape = (sum(ref.shape[0] for ref in column), *column[0].shape[1:])
     try:
         return np.empty(shape, dtype=dtype)
     except (MemoryError, ValueError) as e:
         raise FormatError(f"{where}: cannot allocate an array of shape {shape} of "
                           f"{dtype.str} for the episode") from e
+
+
+def _joins_exactly(where: str, column: Sequence[ArrayRef | np.ndarray]) -> bool:
+    """True when the dtype ``column``'s parts are joined in holds every value of theirs, by
+    dtype alone (False for int64 parts beside float64 ones: only their values can tell)."""
+    dtypes = [ref.dtype for ref in column]
+    dtype = join_dtype(dtypes, where)
+    return all(exact_dtype(d, dtype) for d in dtypes)
 
 
 def checked_refs(dec: Decoder, part: Part, file_size: int,

@@ -19,6 +19,7 @@ import numpy as np
 
 from .batch import Batch, Segment
 from .errors import OutsideSpaceWarning, UnsupportedValueError
+from .format import exact_in
 from .spaces import ArrayLeaf, Layout
 from .values import record_info, snapshot
 
@@ -498,25 +499,6 @@ class StepBuffer(ColumnBuffer):
             self._open_episode = Segment(open_seg.episode, open_seg.part + 1, 0, 0, 0, None,
                                          None, open_seg.sub_env, open_seg.no_reset)
         return batch
-
-
-def _exact_dtype(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
-    """Every value of ``src`` is exactly a value of ``dst`` (numpy's "safe" casts include
-    int64 -> float64, which rounds integers beyond 2**53)."""
-    if not np.can_cast(src, dst, "safe"):
-        return False
-    if src.kind in "iu" and dst.kind in "fc":
-        return bool(src.itemsize * 8 - (src.kind == "i") <= np.finfo(dst).nmant + 1)
-    return True
-
-
-def exact_in(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
-    """True when ``values`` cast to ``dtype`` keep every value exactly (NaNs included)."""
-    if _exact_dtype(values.dtype, dtype):
-        return True
-    with np.errstate(all="ignore"):
-        back = values.astype(dtype).astype(values.dtype)
-    return bool(np.array_equal(back, values, equal_nan=values.dtype.kind in "fc"))
 
 
 def _int_fits(v: int, dtype: np.dtype) -> bool:

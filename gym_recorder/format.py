@@ -237,7 +237,11 @@ stores the leaf as values instead (below, as for a value outside the shape), fro
 does a value numpy casts "safely" but not exactly (int64 into a float64 column). The next batch
 starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
 an episode's leaf in ``np.result_type`` of its parts' dtypes when they are all numbers (kinds b,
-i, u, f, c), or all U, or all S, and MUST refuse other mixes.
+i, u, f, c), or all U, or all S, and MUST refuse other mixes. A reader MUST NOT round in that
+join: when the dtype does not hold every value of the parts exactly (int64 or uint64 integers
+beyond 2**53 in one part, a float in another; uint64 beyond 2**63 beside int64), it gives the
+leaf as a list of its rows, each in its part's dtype (as for values, below), or refuses the
+episode. The same holds for joining one leaf of many episodes.
 A value outside the space's shape (a Box leaf of another shape), or one that is not a number (a
 string array, None), makes the writer store that
 array leaf as ``{"__type": "values", ...}`` (one VALUE a row, each with its own shape and
@@ -339,7 +343,7 @@ terminations and truncations all false (N each), N + 1 empty info dicts, and ``s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -372,6 +376,10 @@ __all__ = [
     "parse_dtype",
     "ArrayRef",
     "parse_ref",
+    "exact_dtype",
+    "exact_in",
+    "join_dtype",
+    "join_arrays",
 ]
 
 FORMAT_NAME = "gym_recorder"
@@ -569,6 +577,60 @@ ENDS = ("terminated", "truncated", "reset", "close")
 BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>json|bin)")
 # The non-negative integers every BATCH of a manifest carries besides first, len and episodes.
 BATCH_COUNTS = ("json_size", "bin_size", "steps", "json_crc32")
+
+
+def exact_dtype(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
+    """Every value of ``src`` is exactly a value of ``dst`` (numpy's "safe" casts include
+    int64 -> float64, which rounds integers beyond 2**53)."""
+    if not np.can_cast(src, dst, "safe"):
+        return False
+    if src.kind in "iu" and dst.kind in "fc":
+        return bool(src.itemsize * 8 - (src.kind == "i") <= np.finfo(dst).nmant + 1)
+    return True
+
+
+def exact_in(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
+    """True when ``values`` cast to ``dtype`` keep every value exactly (NaNs included)."""
+    if exact_dtype(values.dtype, dtype):
+        return True
+    with np.errstate(all="ignore"):
+        back = values.astype(dtype).astype(values.dtype)
+    return bool(np.array_equal(back, values, equal_nan=values.dtype.kind in "fc"))
+
+
+def join_dtype(dtypes: Sequence[np.dtype[Any]], where: str) -> np.dtype[Any]:
+    """The dtype one leaf's parts are joined in (see "Trees"): numpy's result_type of numbers,
+    of U strings or of S strings.
+
+    Raises:
+        FormatError: for other mixes (numbers with strings, U with S).
+    """
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return first
+    kinds = {d.kind for d in dtypes}
+    if not (kinds <= set("biufc") or kinds == {"U"} or kinds == {"S"}):
+        raise FormatError(f"{where}: the episode's parts store one leaf with dtypes that do "
+                          f"not mix: {sorted({d.str for d in dtypes})}")
+    return np.result_type(*dtypes)
+
+
+def join_arrays(where: str, arrays: Sequence[np.ndarray]) -> np.ndarray | list[Any]:
+    """Joins one leaf's arrays of consecutive parts (or episodes), keeping every value exactly.
+
+    One array of :func:`join_dtype` when that dtype holds every part's values exactly, else
+    (64-bit integers beyond 2**53 meeting a float part, int64 meeting uint64 beyond 2**63)
+    the list of their rows, each in its part's dtype, as for a leaf stored as values.
+    """
+    if len(arrays) == 1:
+        return arrays[0]
+    dtype = join_dtype([a.dtype for a in arrays], where)
+    if all(exact_in(a, dtype) for a in arrays):
+        return np.concatenate(arrays, dtype=dtype)
+    rows: list[Any] = []
+    for a in arrays:
+        rows.extend(a)
+    return rows
 
 
 def is_legacy(doc: dict[str, Any]) -> bool:

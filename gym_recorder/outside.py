@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .format import join_arrays
 from .spaces import ValuesLeaf
 
 __all__ = ["join_leaf"]
@@ -36,10 +37,11 @@ def _mixed_leaves(slots: list[Any], first_slots: list[Any]) -> bool:
     return others(slots) == others(first_slots)
 
 
-def join_leaf(columns: list[Any]) -> Any:
-    """Joins one leaf's columns of consecutive parts: one array if all are arrays, else rows."""
+def join_leaf(where: str, columns: list[Any]) -> Any:
+    """Joins one leaf's columns of consecutive parts: one array if all are arrays and one dtype
+    holds them exactly (:func:`~gym_recorder.format.join_arrays`), else a list of rows."""
     if all(isinstance(c, np.ndarray) for c in columns):
-        return np.concatenate(columns)
+        return join_arrays(where, columns)
     rows: list[Any] = []
     for c in columns:
         rows.extend(list(c))

@@ -29,6 +29,7 @@ import numpy as np
 from ._version import __version__
 from .errors import OutputExistsError, UnsupportedSpaceError
 from .export import _require
+from .format import exact_in
 from .reader import RecordingReader
 from .selection import SelectionSource, episode_indices, selection_source
 from .spaces import describe_space
@@ -67,16 +68,28 @@ def _columns(t: Transitions, forced: dict[str, np.dtype[Any]] | None = None) -> 
                 episode=t.episode, step=t.step)
     for name, dtype in (forced or {}).items():
         if name in cols and isinstance(cols[name], np.ndarray) and cols[name].dtype != dtype:
-            cols[name] = cols[name].astype(dtype)  # (a result_type: every value kept exactly)
+            cols[name] = _exactly(name, cols[name], dtype)
     return cols
+
+
+def _exactly(name: str, leaf: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
+    """``leaf`` in the column's dtype (a result_type of the recorded ones) when that keeps
+    every value; else UnsupportedSpaceError (int64 beyond 2**53 in a column of float64)."""
+    if not exact_in(leaf, dtype):
+        raise UnsupportedSpaceError(
+            f"column {name}: holds {leaf.dtype} values that {dtype}, the type other episodes "
+            f"give this column, would round; no one Parquet type holds them all exactly")
+    return leaf.astype(dtype)
 
 
 def _arrow(pa: Any, name: str, leaf: Any) -> Any:
     if not isinstance(leaf, np.ndarray):
         if all(isinstance(x, str) for x in leaf):
             return pa.array(leaf, type=pa.string())
-        raise UnsupportedSpaceError(f"column {name}: rows of Sequence, Graph or OneOf spaces "
-                                    f"have no fixed type and cannot be exported to Parquet")
+        raise UnsupportedSpaceError(f"column {name}: its rows have no one fixed type (values "
+                                    f"outside the space, integers and floats that no one dtype "
+                                    f"holds exactly, or Sequence, Graph or OneOf spaces) and "
+                                    f"cannot be exported to Parquet")
     if leaf.dtype.kind in "cO" or leaf.dtype.byteorder == ">":
         raise UnsupportedSpaceError(f"column {name}: dtype {leaf.dtype} has no Parquet type")
     if 0 in leaf.shape[1:]:
@@ -228,7 +241,7 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
                 wide = np.result_type(np.dtype(str(columns[n]["dtype"])), v.dtype)
                 if str(wide) != columns[n]["dtype"]:
                     raise _Widen(n, wide)
-                cols[n] = v.astype(wide)
+                cols[n] = _exactly(n, v, wide)
         lo = 0
         while lo < len(t):
             if writer is None:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FormatError, RecorderError, UnsupportedValueError
+from .outside import join_leaf
 
 __all__ = ["TaskSpec", "read_block", "check_columnar", "flatten"]
 
@@ -75,13 +76,8 @@ def _rows(leaf: Any, start: int, stop: int) -> Any:
     return leaf[start:stop]
 
 
-def _join(pieces: list[Any]) -> Any:
-    if isinstance(pieces[0], np.ndarray):
-        return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
-    out: list[Any] = []
-    for p in pieces:
-        out.extend(p)
-    return out
+def _join(where: str, pieces: list[Any]) -> Any:
+    return pieces[0] if len(pieces) == 1 else join_leaf(where, pieces)
 
 
 def _column(values: Any) -> Any:
@@ -198,7 +194,7 @@ def _remember_last_rows(spec: TaskSpec, info: Any, parts: dict[int, list[Any]]) 
             if last.is_last:
                 continue
             # Copies: views would keep the whole batch's bytes alive.
-            rows = {k: _join([_rows(v, len(v) - 1, len(v))]) for k, v in
+            rows = {k: _rows(v, len(v) - 1, len(v)) for k, v in
                     flatten(last.observations, "obs").items()}
             rows = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in rows.items()}
             key = _last_key(spec, info, ep)
@@ -229,6 +225,7 @@ def _before(spec: TaskSpec, mine: dict[int, list[Any]]) -> dict[int, tuple[int, 
 def _step_block(spec: TaskSpec) -> Any:
     """Step rows of one batch (obs of a continuing part's first step from the batch before)."""
     mine = _parts(spec, spec.batch)
+    where = f"{spec.location}: {spec.batch.json_name}"
     _remember_last_rows(spec, spec.batch, mine)
     before = _before(spec, mine)
     cols: dict[str, list[Any]] = {}
@@ -251,7 +248,7 @@ def _step_block(spec: TaskSpec) -> Any:
                 else:
                     raise RecorderError(f"{spec.location}: part {p.part} of episode {ep} in "
                                         f"{spec.batch.json_name} has no earlier part")
-                first = {k: _join([last[k], _rows(v, 0, n - 1)]) for k, v in obs.items()}
+                first = {k: _join(where, [last[k], _rows(v, 0, n - 1)]) for k, v in obs.items()}
                 nxt = {k: _rows(v, 0, n) for k, v in obs.items()}
             row = dict(first)
             row.update({"next_" + k: v for k, v in nxt.items()})
@@ -263,12 +260,13 @@ def _step_block(spec: TaskSpec) -> Any:
             row["step"] = np.arange(p.first_step, p.first_step + n, dtype=np.int64)
             for k, v in row.items():
                 cols.setdefault(k, []).append(v)
-    return {k: _join(v) for k, v in cols.items()}
+    return {k: _join(where, v) for k, v in cols.items()}
 
 
 def _episode_block(spec: TaskSpec) -> Any:
     """Episode rows of the episodes that start in this batch, joined from every batch they span."""
     owned = dict(spec.episodes)
+    where = f"{spec.location}: {spec.batch.json_name}"
     found: dict[int, list[Any]] = {ep: [] for ep in owned}
     for info in (spec.batch, *spec.extra):
         for ep, ps in _parts(spec, info).items():
@@ -282,10 +280,10 @@ def _episode_block(spec: TaskSpec) -> Any:
         for name, attr in (("obs", "observations"), ("action", "actions")):
             per_part = [flatten(getattr(p, attr), name) for p in parts]
             for k in per_part[0]:
-                leaves[k] = _join([pp[k] for pp in per_part])
+                leaves[k] = _join(where, [pp[k] for pp in per_part])
         for name, attr in (("reward", "rewards"), ("terminated", "terminations"),
                            ("truncated", "truncations")):
-            leaves[name] = _join([getattr(p, attr) for p in parts])
+            leaves[name] = _join(where, [getattr(p, attr) for p in parts])
         # Cut to the snapshot: a part committed after it is not in this dataset.
         for k, v in leaves.items():
             rows = length + 1 if k.startswith("obs") else length

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .errors import EmptySelectionError, UnsupportedSpaceError
+from .outside import join_leaf
 from .reader import RecordingReader
 from .selection import episode_indices, selection_source
 
@@ -73,22 +74,16 @@ def _slice(tree: Any, s: slice) -> Any:
 
 
 def concat(trees: Sequence[Any], where: str) -> Any:
-    """Concatenates trees of one structure leaf by leaf (dtypes must agree exactly)."""
+    """Concatenates trees of one structure leaf by leaf, every value kept exactly."""
     first = _structure(trees[0])
     for k, t in enumerate(trees[1:], 1):
         if _structure(t) != first:
             raise UnsupportedSpaceError(f"{where}: part {k} has a different structure than part 0")
 
     def cat(*leaves: Any) -> Any:
-        if all(isinstance(x, np.ndarray) for x in leaves):
-            dtypes = {x.dtype for x in leaves}
-            if len(dtypes) > 1:  # a leaf widened in some batches (see the format): keep it all
-                return np.concatenate(leaves, dtype=np.result_type(*dtypes))
-            return leaves[0] if len(leaves) == 1 else np.concatenate(leaves)
-        out: list[Any] = []
-        for x in leaves:
-            out.extend(list(x))
-        return out
+        # (a leaf widened in some batches, see the format's "Trees": kept exactly, as rows
+        # when no one dtype holds every value)
+        return join_leaf(where, list(leaves))
 
     return tree_map(cat, trees[0], *trees[1:])
 

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .buffer import ColumnBuffer, exact_in
+from .buffer import ColumnBuffer
 from .errors import RecorderError, ResetNeeded, UnsupportedValueError
+from .format import exact_in
 from .spaces import ArrayLeaf, Layout
 from .values import snapshot
 

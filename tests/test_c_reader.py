@@ -271,6 +271,35 @@ def test_a_leaf_widened_in_one_part(grread, tmp_path, space_dtype, value):
         space_dtype).str
 
 
+def test_parts_that_join_only_by_rounding_are_refused(grread, tmp_path):
+    """int64 beyond 2**53 in one part, float64 in the next: RecordingReader gives the rows
+    exactly (a list); grread refuses the leaf with one line rather than round it."""
+    from test_spec_rules import ValueEnv
+
+    inner = ValueEnv(length=6)
+    inner.observation_space = gym.spaces.Box(-2**62, 2**62, (2,), np.int64)
+    inner.obs = {t: np.full(2, 2**53 + 1 + t, np.int64) for t in range(7)}
+    inner.obs[4] = np.full(2, 4, np.int64)
+    inner.obs[5] = np.array([0.5, 0.25])
+    inner.obs[6] = np.full(2, 6, np.int64)
+    env = RecordingWrapper(inner, tmp_path)
+    env.reset()
+    for _ in range(3):
+        env.step(0)
+    env.flush()
+    for _ in range(3):
+        env.step(0)
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        got = reader[0].observations
+    assert isinstance(got, list) and [g.tolist() for g in got] == [
+        inner.obs[t].tolist() for t in range(7)]
+    assert [g.dtype.str for g in got] == ["<i8"] * 4 + ["<f8"] * 3  # (part 2 widened)
+    done = run(grread, "dump", str(tmp_path), "0", "observations")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "would round some of its integers" in done.stderr
+
+
 def test_legacy_gym_recording(grread, tmp_path):
     """Two gym-recording writers: stacked arrays, one image array per step, a reset-only episode
     whose actions and rewards are np.array([[]])."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
 
 import gymnasium as gym
@@ -218,3 +220,66 @@ def test_values_that_are_not_numbers_are_kept_as_values(tmp_path):
     with pytest.raises(UnsupportedValueError):
         env.step(0)
     env.close()
+
+
+def _big_then_float(directory):
+    """One episode of an int64 Box over many small batches: integers beyond 2**53, then small
+    ones, then floats (widening a later batch's leaf to float64, whose rows are all exact
+    there), then small integers again. Returns the observations sent."""
+    big = np.array([2**53 + 1], np.int64)
+    values = ([np.array([0], np.int64)] + [big + k for k in range(60)]
+              + [np.array([k], np.int64) for k in range(60)]
+              + [np.array([k + 0.5]) for k in range(60)] + [np.array([3], np.int64)] * 20)
+    space = spaces.Box(-2**62, 2**62, (1,), np.int64)
+    with pytest.warns(OutsideSpaceWarning):
+        with RecordingWrapper(_Values(space, values), directory, target_batch_bytes=600) as env:
+            env.reset(seed=0)
+            for _ in values[1:]:
+                env.step(0)
+    stored = set()
+    for name in os.listdir(directory):
+        if name.endswith(".json") and ".ep" in name:
+            with open(os.path.join(directory, name)) as f:
+                obs = json.load(f)["episodes"][0]["observations"]
+            stored.add(obs.get("dtype", obs.get("__type")))
+    assert {"<i8", "<f8"} <= stored, stored  # (the parts join in float64: the case under test)
+    return values
+
+
+def test_parts_that_join_only_by_rounding_come_back_as_rows(tmp_path):
+    """An episode whose batches store one leaf as int64 (beyond 2**53) and as float64 comes
+    back exactly, as a list of rows; so do reader.column and transitions; Parquet refuses."""
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.parquet import export_parquet
+    from gym_recorder.transitions import transitions
+
+    values = _big_then_float(tmp_path / "rec")
+    want = [v.tolist() for v in values]
+    with RecordingReader(tmp_path / "rec", verify=True) as reader:
+        got = reader[0].observations
+        assert isinstance(got, list)
+        assert [np.asarray(g).tolist() for g in got] == want
+        assert [np.asarray(g).dtype for g in got] == [v.dtype for v in values]
+        column = reader.column("observations")
+        assert isinstance(column, list) and [g.tolist() for g in column] == want
+        t = transitions(reader)
+        assert [g.tolist() for g in t.obs] == want[:-1]
+        assert [g.tolist() for g in t.next_obs] == want[1:]
+    with pytest.raises(UnsupportedSpaceError, match="column obs: its rows have no one"):
+        export_parquet(tmp_path / "rec", tmp_path / "pq")
+    assert not (tmp_path / "pq").exists()
+
+
+def test_parts_that_join_exactly_are_one_widened_array(tmp_path):
+    """The same shape of recording with small integers only: one float64 array, as before."""
+    values = [np.array([k], np.int64) for k in range(80)] + [np.array([0.5])] * 40
+    space = spaces.Box(-2**62, 2**62, (1,), np.int64)
+    with pytest.warns(OutsideSpaceWarning):
+        with RecordingWrapper(_Values(space, values), tmp_path, target_batch_bytes=600) as env:
+            env.reset(seed=0)
+            for _ in values[1:]:
+                env.step(0)
+    with RecordingReader(tmp_path) as reader:
+        got = reader[0].observations
+        assert isinstance(got, np.ndarray) and got.dtype == np.float64
+        assert got.tolist() == [v.tolist() for v in values]

@@ -190,9 +190,12 @@ int result_dtype(const grr_dtype *a, const grr_dtype *b, grr_dtype *out) {
     return grr_parse_dtype(text, out);
 }
 
-/* Converts n elements from one dtype to a wider one (as numpy's astype does for these). */
-void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
-                    unsigned char *dst, uint64_t n) {
+/* Converts n elements from one dtype to a wider one (as numpy's astype does for these).
+ * Returns -1 (having converted the rest) when an integer did not convert exactly: 64-bit
+ * integers beyond 2**53 joined with a float part, which the format forbids a reader to round. */
+int convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
+            unsigned char *dst, uint64_t n) {
+    int exact = 1;
     size_t fs = from->itemsize, ts = to->itemsize;
     if (strchr("US", to->kind)) {
         for (uint64_t i = 0; i < n; i++) {
@@ -204,7 +207,7 @@ void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *t
                 memcpy(dst + i * ts, src + i * fs, fs);
             }
         }
-        return;
+        return 0;
     }
     for (uint64_t i = 0; i < n; i++) {
         unsigned char b[8] = {0};
@@ -233,12 +236,21 @@ void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *t
         if (to->kind == 'f' && ts == 4) {
             float f = (float)d;
             memcpy(out, &f, 4);
+            if (from->kind != 'f' && (double)f != d) exact = 0;
         } else if (to->kind == 'f') {
             memcpy(out, &d, 8);
         } else {
             uint64_t v = (uint64_t)si;
             for (size_t k = 0; k < ts; k++) out[k] = (unsigned char)(v >> (8 * k));
         }
+        /* d is an integer here; 2**63 and 2**64 are exact doubles, outside the int ranges. */
+        if (to->kind == 'f' && from->kind == 'i' &&
+            !(d >= -9223372036854775808.0 && d < 9223372036854775808.0 && (int64_t)d == si))
+            exact = 0;
+        if (to->kind == 'f' && from->kind == 'u' &&
+            !(d < 18446744073709551616.0 && (uint64_t)d == u))
+            exact = 0;
     }
+    return exact ? 0 : -1;
 }
 

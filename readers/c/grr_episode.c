@@ -446,7 +446,11 @@ int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode 
                 unsigned char *tmp = malloc(ref->size ? ref->size : 1);
                 rc = tmp ? read_ref(&parts[i].bin, ref, where, parts[i].bin.bin, tmp)
                          : grr_fail(r, "%s: out of memory", where);
-                if (rc == 0) convert(&ref->dtype, tmp, &res, a->data + at, n);
+                if (rc == 0 && convert(&ref->dtype, tmp, &res, a->data + at, n) < 0)
+                    rc = grr_fail(r, "%s: this part stores the leaf as %s, and %s (the dtype "
+                                     "the episode's parts join in) would round some of its "
+                                     "integers; this reader does not give such a leaf", where,
+                                  ref->dtype.str, res.str);
                 free(tmp);
             }
             at += n * res.itemsize;

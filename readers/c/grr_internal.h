@@ -124,8 +124,8 @@ int read_ref(bin_t *f, const ref_t *ref, const char *where, const char *name,
              unsigned char *dest);
 /* numpy's result_type of two dtypes, for the mixes the format allows; -1 for others */
 int result_dtype(const grr_dtype *a, const grr_dtype *b, grr_dtype *out);
-void convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
-             unsigned char *dst, uint64_t n);
+int convert(const grr_dtype *from, const unsigned char *src, const grr_dtype *to,
+            unsigned char *dst, uint64_t n);
 
 /* grr_value.c: VALUEs ("Values"); *hashable: whether the value could be a dict key */
 int check_value(bin_t *f, json_t *v, const char *where, int depth, int *hashable);
