@@ -258,8 +258,9 @@ cast to the column's dtype under numpy's "safe" rule (Python ints and bools that
 dtype excepted): then the whole column of that batch, in every entry of the batch, is stored with
 ``np.result_type(column dtype, value dtype)``, so that nothing is lost. The rule goes by dtype,
 not by value: a float64 ``0.5`` widens a float32 leaf although float32 holds 0.5. When that
-dtype would round a value (int64 or uint64 integers beyond 2**53 meeting a float, or int64 meeting
-uint64: both give float64), whether the new value or one already in the column, the writer
+dtype would round a value (an int64 or uint64 integer beyond 2**53 meeting a float, or int64
+meeting uint64, which gives float64: a uint64 2**63 in an int64 leaf whose other values are
+small is stored as float64, exactly), whether the new value or one already in the column, the writer
 stores the leaf as values instead (below, as for a value outside the shape), from then on; so
 does a value numpy casts "safely" but not exactly (int64 into a float64 column). The next batch
 starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
