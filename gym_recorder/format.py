@@ -66,12 +66,15 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           (newer writers; readers MUST NOT require them) the
                                           rest of gymnasium's EnvSpec.to_json() with
                                           "additional_wrappers" [{"name", "entry_point", "kwargs"
-                                          (null: not recordable)}], "missing_kwargs" {name: repr}
-                                          for kwargs JSON cannot hold, "module" (the entry point's
-                                          module), "imports" (modules the recording process
-                                          imported for the env). Kwargs MAY hold
-                                          {"__numpy__": DTYPE, "shape", "value"} and
-                                          {"__space__": SPACE} for numpy values and spaces
+                                          (null: not recordable), "missing_kwargs" (optional)}],
+                                          "missing_kwargs" {name: repr} for kwargs JSON cannot
+                                          hold, "module" (the entry point's module), "imports"
+                                          (modules the recording process imported for the env).
+                                          Kwargs (the env's and the wrappers') MAY hold
+                                          {"__numpy__": DTYPE, "shape", "value"} (kinds b, i, u,
+                                          f; "value" is numpy's tolist(), finite numbers only;
+                                          shape [] is a numpy scalar) and {"__space__": SPACE}
+                                          for numpy values and spaces
     "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
     "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
     "batches": [BATCH, ...]                in commit order
