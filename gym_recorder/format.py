@@ -25,7 +25,11 @@ A writer's files::
 
 ``NNNNNNNNN`` is the zero-padded, 9-digit (or longer once past 999,999,999) index of the batch's
 first *entry* (see "Batch": an entry is an episode or a part of one). Any other file in the directory (temporary files, batch
-files that no manifest lists, sub-directories) MUST be ignored by readers.
+files that no manifest lists, sub-directories) MUST be ignored by readers. Every regular file
+whose name ends in ``.manifest.json`` is a writer's manifest, its P the rest of the name; a
+reader MAY refuse one whose P does not match the prefix rule (gym_recorder's reads it). A
+manifest that is a symbolic link is ignored by gym_recorder's reader; a batch file that is one,
+or any other file that is not a regular file, is refused (readers MAY do either).
 
 JSON
 ====
