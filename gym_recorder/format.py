@@ -25,7 +25,11 @@ A writer's files::
 
 ``NNNNNNNNN`` is the zero-padded, 9-digit (or longer once past 999,999,999) index of the batch's
 first *entry* (see "Batch": an entry is an episode or a part of one). Any other file in the directory (temporary files, batch
-files that no manifest lists, sub-directories) MUST be ignored by readers.
+files that no manifest lists, sub-directories) MUST be ignored by readers. Every regular file
+whose name ends in ``.manifest.json`` is a writer's manifest, its P the rest of the name; a
+reader MAY refuse one whose P does not match the prefix rule (gym_recorder's reads it). A
+manifest that is a symbolic link is ignored by gym_recorder's reader; a batch file that is one,
+or any other file that is not a regular file, is refused (readers MAY do either).
 
 JSON
 ====
@@ -57,7 +61,8 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
 
     "format": "gym_recorder"            MUST be present
     "version": 1                          the format version; readers MUST refuse larger versions
-    "prefix": "P"
+    "prefix": "P"                         MUST equal the P of the file's name; readers MUST refuse
+                                          another
     "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
     "writer": {"library": ..., "library_version": ..., "hostname": ..., "pid": ...}
     "env_id": "CartPole-v1" or null      the id of the env's spec, when it has one
@@ -65,12 +70,15 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           (newer writers; readers MUST NOT require them) the
                                           rest of gymnasium's EnvSpec.to_json() with
                                           "additional_wrappers" [{"name", "entry_point", "kwargs"
-                                          (null: not recordable)}], "missing_kwargs" {name: repr}
-                                          for kwargs JSON cannot hold, "module" (the entry point's
-                                          module), "imports" (modules the recording process
-                                          imported for the env). Kwargs MAY hold
-                                          {"__numpy__": DTYPE, "shape", "value"} and
-                                          {"__space__": SPACE} for numpy values and spaces
+                                          (null: not recordable), "missing_kwargs" (optional)}],
+                                          "missing_kwargs" {name: repr} for kwargs JSON cannot
+                                          hold, "module" (the entry point's module), "imports"
+                                          (modules the recording process imported for the env).
+                                          Kwargs (the env's and the wrappers') MAY hold
+                                          {"__numpy__": DTYPE, "shape", "value"} (kinds b, i, u,
+                                          f; "value" is numpy's tolist(), finite numbers only;
+                                          shape [] is a numpy scalar) and {"__space__": SPACE}
+                                          for numpy values and spaces
     "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
     "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
     "batches": [BATCH, ...]                in commit order
@@ -91,18 +99,30 @@ Each BATCH::
     "steps": int                           transitions in the batch
     "episodes": int                        entries that start a new episode (``part`` == 0)
 
+The batch JSON MUST hold exactly ``len`` entries, and readers MUST refuse one that does not.
+``steps`` and ``episodes`` MUST equal the sums over its entries; a reader MAY take them on trust
+(gym_recorder's counts and finds episodes through them without reading the batches, and does not
+compare them with the entries: ``verify`` reports a difference) and MAY refuse a batch whose
+entries disagree with them.
+
 Batch (``P.epNNNNNNNNN.json``)
 ==============================
 An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
 "episodes": [ENTRY, ...], "header": HEADER}``. HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
 vector), so that a lost manifest can be rebuilt from the batch files alone; readers use the
-manifest's copy. When that header is longer than 4096 bytes of JSON, only the writer's first
+manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
+BATCH's; readers MAY ignore them (gym_recorder's does; ``verify`` reports a ``first`` that
+differs). Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
+know. When that header is longer than 4096 bytes of JSON, only the writer's first
 batch (``first`` == 0) holds it whole; later batches leave out each field whose JSON is longer
 than 1024 bytes (e.g. a large space), so that a space is described once per writer, not per batch. Each ENTRY is one episode, or one part of an episode::
 
-    "index": int            entry index (first + position in the batch)
-    "episode": int          the writer's episode number (parts of one episode share it)
+    "index": int            entry index (first + position in the batch); readers MUST refuse
+                            another
+    "episode": int          the writer's episode number (parts of one episode share it); on
+                            part 0 readers MAY ignore it (the number is the entry's position
+                            among part-0 entries, see below)
     "part": int             0 for the part that starts with the reset, then 1, 2, ...
     "continues": bool       true if a later entry holds more of this episode
     "steps": int            N, the transitions in this entry
@@ -164,7 +184,8 @@ Every array is a reference into the batch's .bin file::
     {"__type": "ndarray", "shape": [int, ...], "order": "C", "dtype": DTYPE,
      "npyfile": "P.epNNNNNNNNN.bin", "npyoff": int, "size": int, "crc32": int}
 
-- ``npyfile`` MUST be a plain file name (no directory part) of a file in the recording directory.
+- ``npyfile`` MUST be the batch's own .bin file (its BATCH's ``bin``), and readers MUST refuse
+  another name (legacy files excepted, see "Version history").
 - ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8), and a reader MUST refuse one that is not
   (legacy files excepted). So a reader that holds a whole .bin at an 8-aligned address (a
   JavaScript ``ArrayBuffer``, ``malloc``, ``mmap``) can view every array in place as a typed array
@@ -173,17 +194,21 @@ Every array is a reference into the batch's .bin file::
   file's size is the manifest's ``bin_size``, which ends exactly at the end of the array that ends
   last (it is not padded to a multiple of 8), and arrays may be empty (``size`` 0) at any aligned
   offset up to the file's end.
-- The bytes between one array's end and the next array's ``npyoff`` (fewer than 8: the padding up
-  to the next multiple of 8) MUST be zero, and nothing follows the last array; ``verify`` reports
-  a padding byte that is not zero and bytes after the last array. Arrays MAY lie in the file in
-  any order: this writer writes each column (one leaf, then rewards, ...) for all entries of the
-  batch one after another, never two arrays over the same bytes.
+- The bytes between one array's end and the next array's ``npyoff`` (the padding) MUST be zero,
+  and nothing follows the last array. Padding is fewer than 64 bytes, not always fewer than 8:
+  where an entry's rows of a column are R bytes each, this writer starts each entry's array of
+  that column at a multiple of lcm(R, 8) when that is at most 64 (so 12-byte rows give 12 bytes
+  of padding after a 132-byte array). A reader MAY refuse padding that is not zero, or bytes after
+  the last array; gym_recorder's reader does not (``verify`` reports both). Arrays MAY lie in
+  the file in any order, and two arrays MAY share bytes (readers MUST accept both): this writer
+  writes each column (one leaf, then rewards, ...) for all entries of the batch one after
+  another, never two arrays over the same bytes.
 - ``size`` MUST equal ``prod(shape) * itemsize`` and ``npyoff + size`` MUST NOT exceed the file.
 - ``dtype`` is numpy's ``dtype.str``: byte order (``<``, ``>`` or ``|``), kind, item size,
   e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds and sizes: ``b1`` (bool, one byte 0 or
-  1), ``i``/``u`` 1, 2, 4, 8, ``f`` 2, 4, 8 (and 16: the platform's long double, not portable),
-  ``c`` 8, 16 (32), ``U<n>``, ``S<n>`` (n >= 1). Never O or V. ``|`` is written where byte order
-  does not apply (b1, i1, u1, S).
+  1), ``i``/``u`` 1, 2, 4, 8, ``f`` 2, 4, 8 (and 10, 12 or 16: the platform's long double, not
+  portable), ``c`` 8, 16 (and 20, 24 or 32), ``U<n>``, ``S<n>`` (n >= 1). Never O or V. ``|``
+  is written where byte order does not apply (b1, i1, u1, S).
 - Item size: for ``U<n>`` it counts characters, 4 bytes each: UCS-4 code points (at most
   U+10FFFF; a reader MUST refuse larger ones) in the dtype's byte order, padded with NUL code
   points, which numpy strips from the end; ``<U7`` has an item size of 28 bytes. For ``S<n>`` it
@@ -191,9 +216,11 @@ Every array is a reference into the batch's .bin file::
 - Byte order: the observation and action leaves and the step columns are always stored
   little-endian (``<``, or ``|``): a value arriving big-endian is converted into the leaf's dtype.
   Arrays inside VALUEs (infos, options, values leaves) keep the byte order they were recorded with,
-  so ``>`` does occur there. A reader MUST accept ``<``, ``|`` and ``>`` (gym_recorder's reader
-  gives the array in the stored byte order); ``=`` and no byte order are never written (this
-  reader takes them as ``<``).
+  so ``>`` does occur there. A reader MUST accept ``<``, ``|`` and ``>`` on every array but the
+  step columns (gym_recorder's reader gives the array in the stored byte order): ``rewards`` MUST
+  be ``<f8`` and ``terminations``/``truncations`` ``|b1``, exactly, and readers MUST refuse
+  another dtype there. ``=`` and no byte order are never written; a reader MAY refuse them
+  (gym_recorder's takes them as ``<``).
 - The bytes are the array in C order. Hence, with numpy alone::
 
       np.fromfile(os.path.join(dir, npyfile), dtype=dtype, count=prod(shape),
@@ -212,7 +239,11 @@ spaces) are stored as VALUEs: JSON null, true/false, numbers and strings stand f
 - ``"ndarray"``: an ARRAY (above), a numpy array.
 - ``"float"``: ``{"value": "nan" | "inf" | "-inf"}``, a non-finite Python float.
 - ``"scalar"``: ``{"dtype": DTYPE, "value": V}``, a numpy scalar; V is a JSON number or bool, or a
-  string "nan"/"inf"/"-inf", or for complex dtypes a pair [real, imag] of those.
+  string "nan"/"inf"/"-inf", or for complex dtypes a pair [real, imag] of those, or an ARRAY of
+  shape ``[]`` and the same DTYPE (written for ``U`` and ``S`` dtypes, and for long double and its
+  complex): the scalar is that array's one element. V MUST fit the dtype: for ``i``/``u`` an
+  integer token in its range, for ``b1`` true or false, for ``f``/``c`` numbers no larger in
+  magnitude than its largest finite value (or the strings); readers MUST refuse another V.
 - ``"tuple"``: ``{"items": [VALUE, ...]}``.
 - ``"dict"``: ``{"items": [[VALUE, VALUE], ...]}``, a dict with keys that are not all strings, or
   that has a ``"__type"`` key.
@@ -222,8 +253,11 @@ spaces) are stored as VALUEs: JSON null, true/false, numbers and strings stand f
 Trees (TREE)
 ============
 Observations and actions follow the space: a Box, Discrete, MultiDiscrete or MultiBinary leaf is
-one ARRAY of shape ``(rows, *leaf_shape)`` with the leaf's dtype (Discrete: int64 scalars, so
-``(rows,)``). A Dict space is a JSON object with the Dict's keys; a Tuple space is a JSON list. A
+one ARRAY of shape ``(rows, *leaf_shape)`` with the leaf's dtype: Box: its ``shape`` and
+``dtype``; Discrete: ``(rows,)`` of its ``dtype`` (``<i8`` unless the space has another);
+MultiDiscrete: ``nvec``'s shape and its ``dtype``; MultiBinary: ``n`` (an int, or a list: the
+shape) and ``|i1``. Readers MUST refuse an ARRAY leaf of another shape. A Dict space is a JSON
+object with the Dict's keys; a Tuple space is a JSON list. A
 leaf that does not stack is ``{"__type": "values", "values": [VALUE, ...]}`` with one VALUE a row.
 Widening, by dtype, per batch: a leaf's column is stored with the space's dtype unless, while the
 batch was being filled, a value arrived whose numpy dtype (``np.asarray(value).dtype``) does not
@@ -231,8 +265,9 @@ cast to the column's dtype under numpy's "safe" rule (Python ints and bools that
 dtype excepted): then the whole column of that batch, in every entry of the batch, is stored with
 ``np.result_type(column dtype, value dtype)``, so that nothing is lost. The rule goes by dtype,
 not by value: a float64 ``0.5`` widens a float32 leaf although float32 holds 0.5. When that
-dtype would round a value (int64 or uint64 integers beyond 2**53 meeting a float, or int64 meeting
-uint64: both give float64), whether the new value or one already in the column, the writer
+dtype would round a value (an int64 or uint64 integer beyond 2**53 meeting a float, or int64
+meeting uint64, which gives float64: a uint64 2**63 in an int64 leaf whose other values are
+small is stored as float64, exactly), whether the new value or one already in the column, the writer
 stores the leaf as values instead (below, as for a value outside the shape), from then on; so
 does a value numpy casts "safely" but not exactly (int64 into a float64 column). The next batch
 starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
@@ -260,9 +295,12 @@ Infos (INFOS)
 
 ``index`` null means the key is present in every row. A column of kind "array" stacks its values:
 ``pytype`` says they were Python bools, ints or floats (give back ``.item()``), null says they
-were numpy scalars (values of shape ``(n,)``: row i is ``values[i]``, a numpy scalar, i.e. a 0-d
-array, of the column's dtype) or numpy arrays of one dtype and shape (values of shape
-``(n, ...)``: row i is the array ``values[i]``).
+were numpy scalars (values of shape ``(n,)``: row i is ``values[i]`` as a numpy scalar of the
+column's dtype, not a 0-d array: 0-d arrays are stored in "values" columns) or numpy arrays of
+one dtype and shape (values of shape ``(n, ...)``: row i is the array ``values[i]``). ``index``
+MUST be ``<i8`` of shape ``(n,)``, strictly ascending, within ``[0, R)``, and ``values`` MUST have
+n rows (one list item a presence for kind "values"); readers MUST refuse otherwise. Keys of the
+columns are distinct (a reader MAY take either of two).
 Key order in each row dict follows the column order.
 
 Spaces (SPACE)
@@ -270,9 +308,11 @@ Spaces (SPACE)
 Readers MUST ignore keys of a SPACE they do not know (later versions of this writer may add some).
 ``{"type": T, ...}`` with T one of ``Box`` (``dtype``, ``shape``, ``low``, ``high``: a number, an
 "inf"/"-inf"/"nan" string, or a nested list of those of the Box's shape; they fit the dtype and
-``low <= high``), ``Discrete`` (``n`` >= 1, ``start``, and ``dtype``: the dtype of its leaf's
+``low <= high``; a Box of no elements has ``[]`` whatever its shape, which readers MUST
+accept), ``Discrete`` (``n`` >= 1, ``start``, and ``dtype``: the dtype of its leaf's
 arrays, ``<i8`` when absent),
-``MultiDiscrete`` (``nvec``, ``start``, ``dtype``), ``MultiBinary`` (``n``), ``Text``
+``MultiDiscrete`` (``nvec``, ``start``, ``dtype``), ``MultiBinary`` (``n``: an int or a list of
+ints), ``Text``
 (``min_length``, ``max_length``, and ``charset``: a string, or for a charset of more than 256
 characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
 ``[[first, last], ...]``), ``Dict`` (``spaces``: [[key, SPACE], ...]),
