@@ -356,3 +356,53 @@ def test_damaged_minari_datasets_are_named_errors_and_write_nothing(tmp_path, mi
     with pytest.raises(DatasetNotFoundError, match="not a Minari dataset folder"):
         import_minari(tmp_path / "rec", tmp_path / "out")
     assert minari.load_dataset("test/good-v0").total_episodes == 3
+
+
+@pytest.mark.parametrize("mode", ["sync", "vector_entry_point"])
+def test_vector_recording_exports_with_the_sub_env_spec(tmp_path, minari_root, mode):
+    """The spec of a make_vec env holds make_vec's arguments (num_envs, vectorization_mode, and
+    max_episode_steps for a native vector env); Minari makes the env from the spec, so they
+    must not reach the single env (CartPoleEnv() got num_envs: the export failed)."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingVectorWrapper
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    envs = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=2,
+                                               vectorization_mode=mode), rec)
+    envs.action_space.seed(0)
+    envs.reset(seed=0)
+    for _ in range(30):
+        envs.step(envs.action_space.sample())
+    envs.close()
+    result = export_minari(rec, "test/vec-v0")
+    assert "<env spec>" not in result["dropped"]
+    ds = minari.load_dataset("test/vec-v0")
+    assert ds.env_spec.id == "CartPole-v1" and ds.env_spec.kwargs == {}
+    with RecordingReader(rec) as reader:
+        kept = [ep for ep in reader if ep.length]
+        assert ds.total_episodes == len(kept)
+        for got, ep in zip(ds.iterate_episodes(), kept):
+            assert_tree(got.observations, ep.observations, f"episode {ep.index}")
+            assert_tree(got.actions, ep.actions, f"episode {ep.index}")
+    ds.recover_environment().close()
+
+
+def test_an_env_that_cannot_be_made_again_exports_with_the_spaces_only(tmp_path, minari_root,
+                                                                       monkeypatch):
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 2, seed=3)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no display\nsecond line")
+
+    monkeypatch.setattr(gym, "make", refuse)
+    result = export_minari(rec, "test/cp-v0")
+    assert result["dropped"]["<env spec>"].startswith(
+        "gymnasium.make('CartPole-v1') with the recorded kwargs failed (RuntimeError: no display)")
+    ds = minari.load_dataset("test/cp-v0")
+    assert ds.total_episodes == 2 and ds.env_spec is None
+    assert ds.observation_space.shape == (4,)
