@@ -161,6 +161,9 @@ def _env_for(source: SelectionSource, dropped: dict[str, str]) -> Any:
                                              "spaces only")
             return None
     spec = replace(spec, kwargs={**spec.kwargs, **kwargs})
+    steps = recorded.get("max_episode_steps", spec.max_episode_steps)
+    if steps is None or (type(steps) is int and steps > 0):  # the recorded time limit
+        spec = replace(spec, max_episode_steps=steps)
     try:
         return gym.make(spec)
     except Exception as e:  # noqa: BLE001  (an env's own error: export without the env)

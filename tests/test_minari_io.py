@@ -406,3 +406,19 @@ def test_an_env_that_cannot_be_made_again_exports_with_the_spaces_only(tmp_path,
     ds = minari.load_dataset("test/cp-v0")
     assert ds.total_episodes == 2 and ds.env_spec is None
     assert ds.observation_space.shape == (4,)
+
+
+def test_export_keeps_the_recorded_time_limit(tmp_path, minari_root):
+    """gym.make(id, max_episode_steps=N) is in the recorded spec: the dataset's env spec (and the
+    env recover_environment() makes) has N, not the registry's limit."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 3, seed=0, env_kwargs={"max_episode_steps": 7})
+    export_minari(rec, "test/cp-v0")
+    ds = minari.load_dataset("test/cp-v0")
+    assert ds.env_spec.max_episode_steps == 7
+    env = ds.recover_environment()
+    assert env.spec.max_episode_steps == 7
+    env.close()
