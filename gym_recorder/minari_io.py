@@ -147,10 +147,11 @@ def _env_for(source: SelectionSource, dropped: dict[str, str]) -> Any:
         return None  # not registered here: the dataset gets the spaces only
     recorded = source.manifest.get("env_spec") or {}
     vector = source.manifest.get("vector") is not None
-    kwargs = EnvRebuilder(recorded, vector=vector).kwargs if isinstance(recorded, dict) else {}
+    rebuild = EnvRebuilder(recorded if isinstance(recorded, dict) else {}, vector=vector)
+    kwargs = dict(rebuild.kwargs)
     if vector:  # the spec of a make_vec env holds make_vec's arguments: the sub-env has the rest
         mode = kwargs.pop("vectorization_mode", None)
-        wrapped = "wrappers" in kwargs or "wrappers" in (recorded.get("missing_kwargs") or {})
+        wrapped = "wrappers" in kwargs
         for key in MAKE_VEC_ARGUMENTS:
             kwargs.pop(key, None)
         if mode == "vector_entry_point":
@@ -164,13 +165,23 @@ def _env_for(source: SelectionSource, dropped: dict[str, str]) -> Any:
     steps = recorded.get("max_episode_steps", spec.max_episode_steps)
     if steps is None or (type(steps) is int and steps > 0):  # the recorded time limit
         spec = replace(spec, max_episode_steps=steps)
-    try:
-        return gym.make(spec)
+    try:  # the recorded wrappers too: the env's spec then lists them (additional_wrappers)
+        env = rebuild.wrap(gym.make(spec))
     except Exception as e:  # noqa: BLE001  (an env's own error: export without the env)
         why = f"{type(e).__name__}: {e}".splitlines()[0]
         dropped.setdefault("<env spec>", f"gymnasium.make({env_id!r}) with the recorded kwargs "
-                                         f"failed ({why}); the dataset has the spaces only")
+                                         f"and wrappers failed ({why}); the dataset has the "
+                                         f"spaces only")
         return None
+    if (env.observation_space, env.action_space) != (source.observation_space,
+                                                     source.action_space):
+        env.close()  # (a wrapper that was not recorded changed them: another env than recorded)
+        why = f" ({rebuild.problem})" if rebuild.problem else ""
+        dropped.setdefault("<env spec>", f"the env made again from the recorded spec has other "
+                                         f"spaces than the recording{why}; the dataset has the "
+                                         f"spaces only")
+        return None
+    return env
 
 
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
@@ -202,8 +213,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         "skipped": [reader indices]}``: episodes of 0 steps (a reset followed by a reset or by
         ``close()``, as a recording loop often ends) are skipped, since a Minari episode has at
         least one step; the spaces and env are those of the selected episodes' writers (a
-        vector writer's: one sub-env's spec; an env ``gymnasium.make`` cannot make again here
-        is left out, ``"<env spec>"`` in ``"dropped"`` saying why).
+        env spec keeps the recorded kwargs, time limit and wrappers; a vector writer's is one
+        sub-env's; an env that cannot be made again here, or not with the recorded spaces, is
+        left out, ``"<env spec>"`` in ``"dropped"`` saying why).
 
     Raises:
         OutputExistsError: if the dataset exists.

@@ -402,7 +402,8 @@ def test_an_env_that_cannot_be_made_again_exports_with_the_spaces_only(tmp_path,
     monkeypatch.setattr(gym, "make", refuse)
     result = export_minari(rec, "test/cp-v0")
     assert result["dropped"]["<env spec>"].startswith(
-        "gymnasium.make('CartPole-v1') with the recorded kwargs failed (RuntimeError: no display)")
+        "gymnasium.make('CartPole-v1') with the recorded kwargs and wrappers failed "
+        "(RuntimeError: no display)")
     ds = minari.load_dataset("test/cp-v0")
     assert ds.total_episodes == 2 and ds.env_spec is None
     assert ds.observation_space.shape == (4,)
@@ -422,3 +423,40 @@ def test_export_keeps_the_recorded_time_limit(tmp_path, minari_root):
     env = ds.recover_environment()
     assert env.spec.max_episode_steps == 7
     env.close()
+
+
+def test_export_keeps_the_recorded_wrappers_or_leaves_the_env_out(tmp_path, minari_root):
+    """The wrappers between gymnasium.make and the recorder are in the dataset's env spec, so
+    recover_environment() has the dataset's spaces (it gave the bare Dict env for a
+    FlattenObservation recording); a wrapper that cannot be rebuilt and changes the spaces
+    leaves the env out, saying why."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gymnasium.wrappers import FlattenObservation, TransformObservation
+
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.minari_io import export_minari
+
+    def rec(path, wrap):
+        env = RecordingWrapper(wrap(gym.make("sample_envs/NestedDict-v0", episode_length=4)),
+                               path)
+        env.action_space.seed(0)
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step(env.action_space.sample())
+        env.close()
+
+    rec(tmp_path / "flat", FlattenObservation)
+    assert export_minari(tmp_path / "flat", "test/flat-v0")["dropped"] == {}
+    ds = minari.load_dataset("test/flat-v0")
+    assert [w.name for w in ds.env_spec.additional_wrappers] == ["FlattenObservation"]
+    env = ds.recover_environment()
+    assert env.observation_space == ds.observation_space
+    env.close()
+
+    box = gym.spaces.Box(-1, 1, (3,), np.float32)
+    rec(tmp_path / "lam", lambda e: TransformObservation(e, lambda o: o["position"], box))
+    result = export_minari(tmp_path / "lam", "test/lam-v0")
+    assert "other spaces than the recording" in result["dropped"]["<env spec>"]
+    assert "TransformObservation" in result["dropped"]["<env spec>"]
+    ds = minari.load_dataset("test/lam-v0")
+    assert ds.env_spec is None and ds.observation_space == box
