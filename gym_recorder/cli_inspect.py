@@ -149,7 +149,8 @@ def cmd_export_training(args: argparse.Namespace) -> int:
                       f"{', '.join(map(str, r['skipped'][:10]))}"
                       f"{' ...' if len(r['skipped']) > 10 else ''}")
         for key, why in r["dropped"].items():
-            say(args, f"  info {key!r} not exported: {why}")
+            what = key.strip("<>") if key.startswith("<") else f"info {key!r}"  # (<env spec>)
+            say(args, f"  {what} not exported: {why}")
         return EXIT_OK
     if args.output is None or args.dataset_id is not None:
         raise ExportError(f"--format {args.format} takes --output and no --dataset-id")

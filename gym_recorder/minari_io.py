@@ -30,6 +30,7 @@ import numpy as np
 
 from .errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
                      RecorderError, UnsupportedSpaceError)
+from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder
 from .export import _require
 from .reader import RecordingReader
 from .selection import SelectionSource, episode_indices, selection_source
@@ -133,7 +134,9 @@ def _infos_for_minari(infos: list[dict[str, Any]], dropped: dict[str, str]) -> d
     return out
 
 
-def _env_for(source: SelectionSource) -> Any:
+def _env_for(source: SelectionSource, dropped: dict[str, str]) -> Any:
+    """The env of the selection's writer for Minari (which makes it with ``gymnasium.make``), or
+    None (the dataset gets the spaces only; ``dropped`` says why when the env id is known)."""
     env_id = source.env_id
     if not env_id:
         return None
@@ -143,9 +146,42 @@ def _env_for(source: SelectionSource) -> Any:
     except gym.error.Error:
         return None  # not registered here: the dataset gets the spaces only
     recorded = source.manifest.get("env_spec") or {}
-    if isinstance(recorded.get("kwargs"), dict):
-        spec = replace(spec, kwargs={**spec.kwargs, **recorded["kwargs"]})
-    return spec
+    vector = source.manifest.get("vector") is not None
+    rebuild = EnvRebuilder(recorded if isinstance(recorded, dict) else {}, vector=vector)
+    kwargs = dict(rebuild.kwargs)
+    if vector:  # the spec of a make_vec env holds make_vec's arguments: the sub-env has the rest
+        mode = kwargs.pop("vectorization_mode", None)
+        wrapped = "wrappers" in kwargs
+        for key in MAKE_VEC_ARGUMENTS:
+            kwargs.pop(key, None)
+        if mode == "vector_entry_point":
+            kwargs.pop("max_episode_steps", None)  # (make_vec passes it to the vector env)
+        if wrapped:
+            dropped.setdefault("<env spec>", "the sub-envs were wrapped by make_vec(wrappers=...)"
+                                             ", which a spec cannot hold; the dataset has the "
+                                             "spaces only")
+            return None
+    spec = replace(spec, kwargs={**spec.kwargs, **kwargs})
+    steps = recorded.get("max_episode_steps", spec.max_episode_steps)
+    if steps is None or (type(steps) is int and steps > 0):  # the recorded time limit
+        spec = replace(spec, max_episode_steps=steps)
+    try:  # the recorded wrappers too: the env's spec then lists them (additional_wrappers)
+        env = rebuild.wrap(gym.make(spec))
+    except Exception as e:  # noqa: BLE001  (an env's own error: export without the env)
+        why = f"{type(e).__name__}: {e}".splitlines()[0]
+        dropped.setdefault("<env spec>", f"gymnasium.make({env_id!r}) with the recorded kwargs "
+                                         f"and wrappers failed ({why}); the dataset has the "
+                                         f"spaces only")
+        return None
+    if (env.observation_space, env.action_space) != (source.observation_space,
+                                                     source.action_space):
+        env.close()  # (a wrapper that was not recorded changed them: another env than recorded)
+        why = f" ({rebuild.problem})" if rebuild.problem else ""
+        dropped.setdefault("<env spec>", f"the env made again from the recorded spec has other "
+                                         f"spaces than the recording{why}; the dataset has the "
+                                         f"spaces only")
+        return None
+    return env
 
 
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
@@ -176,7 +212,10 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why},
         "skipped": [reader indices]}``: episodes of 0 steps (a reset followed by a reset or by
         ``close()``, as a recording loop often ends) are skipped, since a Minari episode has at
-        least one step; the spaces and env are those of the selected episodes' writers.
+        least one step; the spaces and env are those of the selected episodes' writers (a
+        env spec keeps the recorded kwargs, time limit and wrappers; a vector writer's is one
+        sub-env's; an env that cannot be made again here, or not with the recorded spaces, is
+        left out, ``"<env spec>"`` in ``"dropped"`` saying why).
 
     Raises:
         OutputExistsError: if the dataset exists.
@@ -225,10 +264,11 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         if not buffers:
             raise EmptySelectionError(f"{directory}: every selected episode has 0 steps (a reset "
                                       f"then a reset or close); Minari needs at least one step")
-        env = _env_for(source)
+        env = _env_for(source, dropped)
         kwargs: dict[str, Any] = dict(
             env=env, observation_space=source.observation_space,
-            action_space=source.action_space, data_format="hdf5", eval_env=env,
+            action_space=source.action_space, data_format="hdf5",
+            eval_env=env.spec if env is not None else None,
             algorithm_name="recorded with gym_recorder",
             description=description or f"Exported by gym_recorder from {directory}.")
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
@@ -260,6 +300,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             else:
                 os.environ["MINARI_DATASETS_PATH"] = saved
             shutil.rmtree(tmp_root, ignore_errors=True)
+            if env is not None:
+                env.close()
     return {"dataset_id": dataset_id, "path": final, "episodes": len(buffers), "steps": steps,
             "dropped": dropped, "skipped": skipped}
 

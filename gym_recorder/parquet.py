@@ -9,8 +9,9 @@
 Columns: ``obs``, ``next_obs``, ``action`` (for Dict/Tuple spaces one column per leaf, named by
 its dotted path: ``obs.nested.pair.0``), ``reward`` (float64), ``terminated``, ``truncated``
 (bool), ``episode``, ``step`` (int64). A leaf with scalar rows is a plain column of its dtype,
-one with rows of shape (k,) a ``fixed_size_list<k>``, one with rows of 2 or more dimensions
-(images) an ``arrow.fixed_shape_tensor`` of its dtype and shape; Text leaves are strings.
+one with rows of shape (k,) a ``fixed_size_list<k>``, one with rows of shape (a, b, ...)
+(images) nested fixed-size lists ``fixed_size_list<fixed_size_list<..., b>, a>`` of its dtype;
+Text leaves are strings.
 ``pyarrow.dataset.dataset(OUT / "data")``, pandas, polars, DuckDB and
 ``datasets.load_dataset("parquet", data_dir=OUT / "data")`` read it as it is. Everything is
 written under a temporary name beside OUT, renamed to OUT at the end.
@@ -96,11 +97,14 @@ def _arrow(pa: Any, name: str, leaf: Any) -> Any:
         raise UnsupportedSpaceError(f"column {name}: rows of shape {leaf.shape[1:]} hold no "
                                     f"values, and Parquet's fixed-size lists need at least one")
     leaf = np.ascontiguousarray(leaf)
-    if leaf.ndim == 1:
-        return pa.array(leaf)
-    if leaf.ndim == 2:
-        return pa.FixedSizeListArray.from_arrays(pa.array(leaf.reshape(-1)), leaf.shape[1])
-    return pa.FixedShapeTensorArray.from_numpy_ndarray(leaf)
+    # Rows of shape (a, b, ...) are fixed_size_list<a> of fixed_size_list<b> ...: every reader
+    # sees the shape (polars Array, DuckDB T[][], Hugging Face datasets), where the
+    # arrow.fixed_shape_tensor extension is a flat list to pandas/DuckDB/polars and an error
+    # to datasets.load_dataset.
+    out = pa.array(leaf.reshape(-1))
+    for size in reversed(leaf.shape[1:]):
+        out = pa.FixedSizeListArray.from_arrays(out, size)
+    return out
 
 
 def _row_bytes(cols: dict[str, Any]) -> int:

@@ -356,3 +356,107 @@ def test_damaged_minari_datasets_are_named_errors_and_write_nothing(tmp_path, mi
     with pytest.raises(DatasetNotFoundError, match="not a Minari dataset folder"):
         import_minari(tmp_path / "rec", tmp_path / "out")
     assert minari.load_dataset("test/good-v0").total_episodes == 3
+
+
+@pytest.mark.parametrize("mode", ["sync", "vector_entry_point"])
+def test_vector_recording_exports_with_the_sub_env_spec(tmp_path, minari_root, mode):
+    """The spec of a make_vec env holds make_vec's arguments (num_envs, vectorization_mode, and
+    max_episode_steps for a native vector env); Minari makes the env from the spec, so they
+    must not reach the single env (CartPoleEnv() got num_envs: the export failed)."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingVectorWrapper
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    envs = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=2,
+                                               vectorization_mode=mode), rec)
+    envs.action_space.seed(0)
+    envs.reset(seed=0)
+    for _ in range(30):
+        envs.step(envs.action_space.sample())
+    envs.close()
+    result = export_minari(rec, "test/vec-v0")
+    assert "<env spec>" not in result["dropped"]
+    ds = minari.load_dataset("test/vec-v0")
+    assert ds.env_spec.id == "CartPole-v1" and ds.env_spec.kwargs == {}
+    with RecordingReader(rec) as reader:
+        kept = [ep for ep in reader if ep.length]
+        assert ds.total_episodes == len(kept)
+        for got, ep in zip(ds.iterate_episodes(), kept):
+            assert_tree(got.observations, ep.observations, f"episode {ep.index}")
+            assert_tree(got.actions, ep.actions, f"episode {ep.index}")
+    ds.recover_environment().close()
+
+
+def test_an_env_that_cannot_be_made_again_exports_with_the_spaces_only(tmp_path, minari_root,
+                                                                       monkeypatch):
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 2, seed=3)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no display\nsecond line")
+
+    monkeypatch.setattr(gym, "make", refuse)
+    result = export_minari(rec, "test/cp-v0")
+    assert result["dropped"]["<env spec>"].startswith(
+        "gymnasium.make('CartPole-v1') with the recorded kwargs and wrappers failed "
+        "(RuntimeError: no display)")
+    ds = minari.load_dataset("test/cp-v0")
+    assert ds.total_episodes == 2 and ds.env_spec is None
+    assert ds.observation_space.shape == (4,)
+
+
+def test_export_keeps_the_recorded_time_limit(tmp_path, minari_root):
+    """gym.make(id, max_episode_steps=N) is in the recorded spec: the dataset's env spec (and the
+    env recover_environment() makes) has N, not the registry's limit."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 3, seed=0, env_kwargs={"max_episode_steps": 7})
+    export_minari(rec, "test/cp-v0")
+    ds = minari.load_dataset("test/cp-v0")
+    assert ds.env_spec.max_episode_steps == 7
+    env = ds.recover_environment()
+    assert env.spec.max_episode_steps == 7
+    env.close()
+
+
+def test_export_keeps_the_recorded_wrappers_or_leaves_the_env_out(tmp_path, minari_root):
+    """The wrappers between gymnasium.make and the recorder are in the dataset's env spec, so
+    recover_environment() has the dataset's spaces (it gave the bare Dict env for a
+    FlattenObservation recording); a wrapper that cannot be rebuilt and changes the spaces
+    leaves the env out, saying why."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gymnasium.wrappers import FlattenObservation, TransformObservation
+
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.minari_io import export_minari
+
+    def rec(path, wrap):
+        env = RecordingWrapper(wrap(gym.make("sample_envs/NestedDict-v0", episode_length=4)),
+                               path)
+        env.action_space.seed(0)
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step(env.action_space.sample())
+        env.close()
+
+    rec(tmp_path / "flat", FlattenObservation)
+    assert export_minari(tmp_path / "flat", "test/flat-v0")["dropped"] == {}
+    ds = minari.load_dataset("test/flat-v0")
+    assert [w.name for w in ds.env_spec.additional_wrappers] == ["FlattenObservation"]
+    env = ds.recover_environment()
+    assert env.observation_space == ds.observation_space
+    env.close()
+
+    box = gym.spaces.Box(-1, 1, (3,), np.float32)
+    rec(tmp_path / "lam", lambda e: TransformObservation(e, lambda o: o["position"], box))
+    result = export_minari(tmp_path / "lam", "test/lam-v0")
+    assert "other spaces than the recording" in result["dropped"]["<env spec>"]
+    assert "TransformObservation" in result["dropped"]["<env spec>"]
+    ds = minari.load_dataset("test/lam-v0")
+    assert ds.env_spec is None and ds.observation_space == box

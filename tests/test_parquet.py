@@ -32,12 +32,11 @@ def _expected(rec):
 def _from_arrow(pa, column):
     """A pyarrow column back to one numpy array of rows."""
     column = column.combine_chunks()
-    if isinstance(column.type, pa.FixedShapeTensorType):
-        return column.to_numpy_ndarray()
-    if pa.types.is_fixed_size_list(column.type):
-        flat = column.flatten().to_numpy(zero_copy_only=False)
-        return flat.reshape(len(column), column.type.list_size)
-    return column.to_numpy(zero_copy_only=False)
+    shape, flat = [], column
+    while pa.types.is_fixed_size_list(flat.type):  # nested for rows of 2 or more dimensions
+        shape.append(flat.type.list_size)
+        flat = flat.flatten()
+    return flat.to_numpy(zero_copy_only=False).reshape(len(column), *shape)
 
 
 @pytest.mark.parametrize("env_id, kwargs, episodes", [
@@ -100,9 +99,7 @@ def test_parquet_images_are_tensor_columns_and_pandas_reads_them(tmp_path):
     export_parquet(rec, tmp_path / "out")
     path = tmp_path / "out" / "data" / "train-00000-of-00001.parquet"
     schema = pq.read_schema(path)
-    assert isinstance(schema.field("obs").type, pa.FixedShapeTensorType)
-    assert schema.field("obs").type.shape == [6, 4, 3]
-    assert schema.field("obs").type.value_type == pa.uint8()
+    assert schema.field("obs").type == pa.list_(pa.list_(pa.list_(pa.uint8(), 3), 4), 6)
     frame = pd.read_parquet(path)
     t, cols = _expected(rec)
     assert frame["reward"].to_numpy().tolist() == cols["reward"].tolist()
@@ -235,3 +232,26 @@ def test_parquet_of_one_env_of_a_mixed_directory_describes_that_env(tmp_path, ca
     card = (tmp_path / "p" / "README.md").read_text()
     assert "# Pendulum-v1, recorded with gym_recorder" in card and "CartPole" not in card
     assert sorted(os.listdir(tmp_path)) == ["p", "rec"]
+
+
+def test_parquet_images_keep_their_shape_in_polars_and_hugging_face_datasets(tmp_path):
+    """Rows of 2 or more dimensions are nested fixed-size lists: datasets.load_dataset read the
+    arrow.fixed_shape_tensor columns with a ValueError, and polars saw them flat."""
+    need_module("pyarrow", 'pip install ".[arrow]"')
+    rec = tmp_path / "rec"
+    record(rec, "sample_envs/Image-v0", 2, env_kwargs={"height": 6, "width": 4,
+                                                       "episode_length": 5})
+    export_parquet(rec, tmp_path / "out")
+    t, cols = _expected(rec)
+    pl = pytest.importorskip("polars")  # (not a dependency: checked where installed)
+    frame = pl.read_parquet(tmp_path / "out" / "data" / "*.parquet")
+    obs = frame["obs"].to_numpy()
+    assert obs.dtype == np.uint8 and np.array_equal(obs, cols["obs"])
+    hf = pytest.importorskip("datasets")
+    ds = hf.load_dataset("parquet", data_dir=str(tmp_path / "out" / "data"), split="train",
+                         cache_dir=str(tmp_path / "hf_cache"))
+    assert ds.features["obs"].feature.feature.feature.dtype == "uint8"
+    got = ds.with_format("numpy", dtype=None)[:]  # (datasets' numpy default: float32, int64)
+    for name in ("obs", "next_obs", "reward", "episode"):
+        assert got[name].dtype == cols[name].dtype, name
+        assert np.array_equal(got[name], cols[name]), name
