@@ -152,6 +152,8 @@ def _bound(value: Any, shape: tuple[Any, ...], dtype: np.dtype, where: str) -> n
         return x
 
     arr = np.array(conv(value), dtype=np.float64 if dtype.kind == "f" else object)
+    if arr.size == 0 and 0 in shape:
+        return np.zeros(shape, dtype)  # (a Box of no elements: [] whatever its shape)
     if arr.shape not in ((), shape):
         raise FormatError(f"{where}: Box bound of shape {arr.shape} for shape {shape}")
     try:

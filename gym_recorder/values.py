@@ -75,8 +75,9 @@ def encode_value(value: Any, sink: ArraySink, where: str = "value", depth: int =
             return {"__type": "scalar", "dtype": value.dtype.str,
                     "value": [_float_json(value.real.item()), _float_json(value.imag.item())]}
         if kind in "US" or kind == "f" or kind == "c":
-            return {"__type": "scalar", "dtype": value.dtype.str,
-                    "value": sink(np.asarray(value))}
+            # (the array's dtype: an empty np.str_ is <U0, which no array has; its array is <U1)
+            arr = np.asarray(value)
+            return {"__type": "scalar", "dtype": arr.dtype.str, "value": sink(arr)}
         raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
     if t is dict or isinstance(value, dict):
         if all(type(k) is str for k in value) and "__type" not in value:

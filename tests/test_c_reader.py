@@ -300,6 +300,23 @@ def test_parts_that_join_only_by_rounding_are_refused(grread, tmp_path):
     assert "would round some of its integers" in done.stderr
 
 
+def test_a_box_of_no_elements_and_empty_numpy_strings(grread, tmp_path):
+    """A Box of shape (2, 0) has bounds [] (whatever its shape); np.str_("") infos are <U1."""
+    from test_spec_rules import ValueEnv
+
+    inner = ValueEnv(length=2)
+    inner.observation_space = gym.spaces.Box(0, 1, (2, 0), np.float32)
+    inner.obs = {t: np.zeros((2, 0), np.float32) for t in range(3)}
+    inner.infos = {0: {"s": np.str_(""), "b": np.bytes_(b"")}}
+    with RecordingWrapper(inner, tmp_path) as env:
+        env.reset(seed=0)
+        env.step(0)
+        env.step(0)
+    dumped = assert_same_as_python(grread, tmp_path)
+    (obs,) = [d for d in dumped if d["field"] == "observations"]
+    assert obs["shape"] == [3, 2, 0]
+
+
 def test_legacy_gym_recording(grread, tmp_path):
     """Two gym-recording writers: stacked arrays, one image array per step, a reset-only episode
     whose actions and rewards are np.array([[]])."""

@@ -25,6 +25,7 @@ SPACES = [
     spaces.Sequence(spaces.Discrete(4), stack=True),
     spaces.Graph(spaces.Box(0, 1, (2,)), spaces.Discrete(3)),
     spaces.OneOf((spaces.Discrete(2), spaces.Box(0, 1, (2,)))),
+    spaces.Box(0, 1, (2, 0), np.float32),  # no elements: bounds [] whatever the shape
 ]
 
 

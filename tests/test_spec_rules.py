@@ -463,3 +463,25 @@ def test_the_spec_names_its_example_readers():
     assert "readers/c/" in doc and "gym_recorder/viewer/decode.js" in doc
     for name in ("Makefile", "grr.h", "grread.c"):
         assert os.path.isfile(ROOT / "readers" / "c" / name)
+
+
+def test_empty_numpy_strings_and_empty_boxes_record_and_read_back(tmp_path):
+    """np.str_("") and np.bytes_(b"") are <U0 / |S0 scalars, a dtype no array has: written as
+    <U1 / |S1, they read back equal (they made the recording unreadable); a Box of shape (2, 0)
+    has bounds [] and its space is read back."""
+    inner = ValueEnv(length=2)
+    inner.observation_space = gym.spaces.Box(0, 1, (2, 0), np.float32)
+    inner.obs = {t: np.zeros((2, 0), np.float32) for t in range(3)}
+    inner.infos = {0: {"s": np.str_(""), "b": np.bytes_(b"")},
+                   1: {"s": np.str_("x"), "b": np.bytes_(b"")}}
+    with RecordingWrapper(inner, tmp_path) as env:
+        env.reset(seed=0)
+        env.step(0)
+        env.step(0)
+    with RecordingReader(tmp_path, verify=True) as reader:
+        assert reader.observation_space == inner.observation_space
+        ep = reader[0]
+        assert ep.observations.shape == (3, 2, 0)
+        for got, want in zip(ep.infos, [inner.infos[0], inner.infos[1]]):
+            for k, v in want.items():
+                assert type(got[k]) is type(v) and got[k] == v

@@ -275,6 +275,7 @@ static int box_bound(grr_reader *r, const grr_node *box, json_t *x, const char *
     for (int i = 0; same && i < box->ndim; i++) same = b->shape[i] == box->shape[i];
     uint64_t count = 1;
     for (int i = 0; i < box->ndim; i++) count *= box->shape[i];
+    if (count == 0 && b->n == 0) same = 1; /* a Box of no elements: [] whatever its shape */
     if (!scalar && (!same || b->n != count)) /* (a ragged list has fewer or more numbers) */
         return grr_fail(r, "%s: Box bound of a shape other than the Box's", where);
     if (strchr("iu", box->dtype.kind)) {
