@@ -39,6 +39,9 @@ Dict and Tuple spaces give one column per leaf, named with dots (``obs.position`
 ``action.0``); Box, Discrete, MultiDiscrete and MultiBinary leaves are tensor columns with the
 recorded dtype, Text leaves string columns. Sequence, Graph and OneOf leaves have no column form:
 :func:`read_recording` refuses them with :class:`~gym_recorder.errors.UnsupportedValueError`.
+A block has its batch's dtypes: a leaf widened in some batches only (values outside the space's
+dtype) gives blocks Ray Data cannot concatenate; ``batches_per_task=1`` and a cast in
+``map_batches`` read such a recording.
 The rows are exactly what :class:`~gym_recorder.RecordingReader` gives:
 ``np.concatenate([ep.observations[:-1] for ep in reader])`` is the ``obs`` column of
 ``read_recording(path).iter_batches(batch_format="numpy")`` concatenated, and so on.
