@@ -436,3 +436,37 @@ def test_record_parallel_failures_say_why_in_one_line(tmp_path):
         gr_ray.record_parallel("CartPole-v1", tmp_path / "f", num_workers=1,
                                episodes_per_worker=1, recorder_kwargs={"file_prefix": "a"})
     assert not (tmp_path / "n").exists() and not (tmp_path / "f").exists()
+
+
+class _Float64Reset(gym.Wrapper):
+    """CartPole whose reset gives float64 observations (its steps float32): batches that hold a
+    reset store the leaf widened, batches in the middle of an episode do not."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs.astype(np.float64), info
+
+
+def test_a_leaf_widened_in_some_batches_reads_with_the_documented_recipe(tmp_path):
+    """README: blocks keep their batch's dtype; batches_per_task=1 and a cast in map_batches
+    give the reader's (widened) rows."""
+    import warnings
+
+    gr_ray = _ray_mod()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        record(_Float64Reset(gym.make("CartPole-v1")), tmp_path, 12, seed=3, target=1500)
+    with RecordingReader(tmp_path) as reader:
+        want = expected_steps(reader)
+    assert want["obs"].dtype == np.float64
+    ds = gr_ray.read_recording(tmp_path, batches_per_task=1)
+    dtypes = {b["obs"].dtype for b in ds.iter_batches(batch_format="numpy", batch_size=None)}
+    assert dtypes == {np.dtype(np.float32), np.dtype(np.float64)}  # (the case under test)
+
+    def cast(batch):
+        return {**batch, "obs": batch["obs"].astype(np.float64),
+                "next_obs": batch["next_obs"].astype(np.float64)}
+
+    got = dataset_columns(ds.map_batches(cast))
+    for k in want:
+        assert_same_array(got[k], want[k], k)
