@@ -137,6 +137,11 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
                 raise FormatError(f"{where} entry {pos}: 'index' is not {info['first'] + pos}")
             by_episode[(ep, part)] = pos
     starts = [pos for pos, entry in enumerate(entries) if entry.get("part") == 0]
+    if not m.legacy and len(starts) != info["episodes"]:
+        # The reader numbers episodes by the manifests' counts: a count that disagrees with
+        # the entries would shift or drop episodes silently.
+        raise FormatError(f"{where}: {len(starts)} entries start an episode, the manifest "
+                          f"says {info['episodes']}")
     return Batch(entries, by_episode, starts)
 
 

@@ -101,9 +101,10 @@ Each BATCH::
 
 The batch JSON MUST hold exactly ``len`` entries, and readers MUST refuse one that does not.
 ``steps`` and ``episodes`` MUST equal the sums over its entries; a reader MAY take them on trust
-(gym_recorder's counts and finds episodes through them without reading the batches, and does not
-compare them with the entries: ``verify`` reports a difference) and MAY refuse a batch whose
-entries disagree with them.
+and MAY refuse a batch whose entries disagree with them. gym_recorder's counts and finds
+episodes through them without reading the batches; when it reads a batch, it refuses one whose
+part-0 entries are not ``episodes`` (its episode numbers would shift), and ``verify`` reports
+either count that differs.
 
 Batch (``P.epNNNNNNNNN.json``)
 ==============================

@@ -96,6 +96,16 @@ def test_manifest_episode_count_larger_than_the_batch_holds(make):
     refused(d, r"cp\.(ep0+\d+\.json|manifest\.json).*(episode|part|missing|not found)")
 
 
+def test_manifest_episode_count_smaller_than_the_batch_holds(make):
+    """The manifest claims one new episode fewer than batch 0 starts: refused when the batch
+    is read (the reader's numbering would skip an episode silently)."""
+    d = make("cp")
+    b0 = load_manifest(d)["batches"][0]
+    assert b0["episodes"] >= 2
+    mutate_manifest(d, lambda m: m["batches"][0].update(episodes=b0["episodes"] - 1))
+    refused(d, r"cp\.ep0+\.json: \d+ entries start an episode, the manifest says \d+")
+
+
 def test_entries_out_of_order_or_duplicated(make):
     d = make("cp")
     rewrite_batch(d, lambda doc: doc["episodes"].reverse())

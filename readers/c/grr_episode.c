@@ -8,6 +8,11 @@
 
 /* ---- entries --------------------------------------------------------------------------- */
 
+static int64_t batch_int(json_t *b, const char *key, int64_t dflt) {
+    int64_t v;
+    return grr_get_int(b, key, &v) ? v : dflt;
+}
+
 static int load_batch(grr_reader *r, grr_writer *w, size_t b, json_t **out) {
     if (w->docs[b]) {
         *out = w->docs[b];
@@ -32,6 +37,7 @@ static int load_batch(grr_reader *r, grr_writer *w, size_t b, json_t **out) {
     else if ((int64_t)json_array_size(entries) != len)
         rc = grr_fail(r, "%s: %zu entries, the manifest says %lld", fn, json_array_size(entries),
                       (long long)len);
+    int64_t starts = 0;
     for (size_t pos = 0; rc == 0 && pos < json_array_size(entries); pos++) {
         json_t *e = json_array_get(entries, pos);
         int64_t ep, part, index;
@@ -43,18 +49,19 @@ static int load_batch(grr_reader *r, grr_writer *w, size_t b, json_t **out) {
         else if (!grr_get_int(e, "index", &index) || index != first + (int64_t)pos)
             rc = grr_fail(r, "%s entry %zu: 'index' is not %lld", fn, pos,
                           (long long)(first + (int64_t)pos));
+        else if (part == 0)
+            starts++;
     }
+    /* Episodes are numbered by the manifest's counts: one that disagrees would shift them. */
+    if (rc == 0 && !w->legacy && starts != batch_int(info, "episodes", -1))
+        rc = grr_fail(r, "%s: %lld entries start an episode, the manifest says %lld", fn,
+                      (long long)starts, (long long)batch_int(info, "episodes", -1));
     if (rc < 0) {
         json_decref(doc);
         return -1;
     }
     w->docs[b] = *out = doc;
     return 0;
-}
-
-static int64_t batch_int(json_t *b, const char *key, int64_t dflt) {
-    int64_t v;
-    return grr_get_int(b, key, &v) ? v : dflt;
 }
 
 /* One entry of the episode, checked, with the references of its arrays. */
