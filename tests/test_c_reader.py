@@ -449,3 +449,41 @@ def test_values_outside_the_space(grread, tmp_path):
             assert np.array_equal(got.reshape(ref["shape"]), row)
         (rewards,) = c_lines(grread, "dump", str(tmp_path), str(ep.index), "rewards")
         assert rewards["crc32"] == zlib.crc32(ep.rewards.tobytes())
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile recordings grread alone tripped over (a sanitizer report, a crash): each must be
+# refused with one line, or read as RecordingReader reads it
+
+
+def _edit_batches(directory: Path, mutate: Any) -> None:
+    """Rewrites every batch JSON through ``mutate(doc)``, with the manifest's json_size and
+    json_crc32 kept right, so that only the edit itself is wrong."""
+    (manifest,) = directory.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    for batch in doc["batches"]:
+        path = directory / batch["fn"]
+        data = json.loads(path.read_text())
+        mutate(data)
+        raw = json.dumps(data).encode()
+        path.write_bytes(raw)
+        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
+    manifest.write_text(json.dumps(doc))
+
+
+def _c_refused(grread: Path, directory: Path, match: str) -> None:
+    for args in (["dump"], ["--verify", "dump"], ["list"]):
+        done = run(grread, *args, str(directory))
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert match in done.stderr, done.stderr
+
+
+def test_c_steps_beyond_64_bits_when_counting_rows(grread, tmp_path):
+    """'steps' 2**63 - 1: part 0 has steps + 1 rows, which overflowed int64 (UBSan)."""
+    record(tmp_path, "CartPole-v1", 30)
+
+    def huge_steps(doc: dict) -> None:
+        doc["episodes"][0]["steps"] = 2**63 - 1
+
+    _edit_batches(tmp_path, huge_steps)
+    _c_refused(grread, tmp_path, "'steps' must be an integer in [0, 2^48]")

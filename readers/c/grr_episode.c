@@ -72,8 +72,8 @@ typedef struct {
 static int plan_part(grr_reader *r, grr_writer *w, part_t *p) {
     json_t *e = p->entry;
     int64_t steps;
-    if (!grr_get_int(e, "steps", &steps) || steps < 0)
-        return grr_fail(r, "%s: 'steps' must be a non-negative integer", p->where);
+    if (!grr_get_int(e, "steps", &steps) || steps < 0 || (uint64_t)steps > GRR_MAX_DIM)
+        return grr_fail(r, "%s: 'steps' must be an integer in [0, 2^48]", p->where);
     p->steps = steps;
     p->rows = p->part_no == 0 ? steps + 1 : steps;
     int n = w->n_obs + w->n_act;
