@@ -487,3 +487,21 @@ def test_c_steps_beyond_64_bits_when_counting_rows(grread, tmp_path):
 
     _edit_batches(tmp_path, huge_steps)
     _c_refused(grread, tmp_path, "'steps' must be an integer in [0, 2^48]")
+
+
+def test_c_first_plus_len_beyond_64_bits(grread, tmp_path):
+    """A batch whose first + len passes 2**63 - 1 overflowed int64 (UBSan); a len larger than
+    its json_size is refused up front, as the spec says and RecordingReader does."""
+    record(tmp_path, "CartPole-v1", 30, target=1500)
+    (manifest,) = tmp_path.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    last = doc["batches"][-1]
+    assert last["first"] > 0
+    last["len"] = 2**63 - 1
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="cannot fit a batch JSON"):
+        RecordingReader(tmp_path).close()
+    _c_refused(grread, tmp_path, "cannot fit a batch JSON")
+    last["len"] = last["json_size"] + 1
+    manifest.write_text(json.dumps(doc))
+    _c_refused(grread, tmp_path, "cannot fit a batch JSON")
