@@ -505,3 +505,30 @@ def test_c_first_plus_len_beyond_64_bits(grread, tmp_path):
     last["len"] = last["json_size"] + 1
     manifest.write_text(json.dumps(doc))
     _c_refused(grread, tmp_path, "cannot fit a batch JSON")
+
+
+class _WideDictEnv(gym.Env):
+    """A Dict observation space of 70 Box keys (more leaves than grread's old search stack)."""
+
+    observation_space = gym.spaces.Dict(
+        {f"k{i:02d}": gym.spaces.Box(0, 1, (2,), np.float32) for i in range(70)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_c_a_dict_of_many_keys(grread, tmp_path):
+    """A Dict of 70 leaves: grread looked leaves up through a stack of 66 slots, skipped the
+    ones it did not reach and divided by their zero item size (UBSan)."""
+    env = RecordingWrapper(_WideDictEnv(), tmp_path)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(0)
+    env.close()
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert len({d["field"] for d in dumped}) == 70 + 4
