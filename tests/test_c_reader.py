@@ -532,3 +532,33 @@ def test_c_a_dict_of_many_keys(grread, tmp_path):
     env.close()
     dumped = assert_same_as_python(grread, tmp_path)
     assert len({d["field"] for d in dumped}) == 70 + 4
+
+
+def test_c_an_array_larger_than_its_file_is_refused_before_allocating(grread, tmp_path):
+    """A MultiBinary leaf of 2**32 elements a row, whose 64 GiB per episode the .bin does not
+    hold: grread allocated the episode's array before checking it against the file (ASan:
+    allocator out of memory), for gym-recording files (a 1 TiB array) as well."""
+    from test_legacy import make_legacy
+
+    new, legacy = tmp_path / "new", tmp_path / "legacy"
+    record(new, "CartPole-v1", 30)
+    (manifest,) = new.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    doc["observation_space"] = {"type": "MultiBinary", "n": [2**32]}
+    manifest.write_text(json.dumps(doc))
+
+    def huge_rows(doc: dict) -> None:
+        for entry in doc["episodes"]:
+            obs = entry["observations"]
+            obs.update(shape=[obs["shape"][0], 2**32], size=obs["shape"][0] * 2**32,
+                       dtype="|i1")
+
+    _edit_batches(new, huge_rows)
+    _c_refused(grread, new, "lie outside")
+    legacy.mkdir()
+    make_legacy(legacy)
+    path = legacy / "openaigym.trace.0.1234.ep000000000.json"
+    doc = json.loads(path.read_text())
+    doc["episodes"][0]["observations"].update(shape=[2**40], size=2**40, dtype="uint8")
+    path.write_text(json.dumps(doc))
+    _c_refused(grread, legacy, "lie outside")

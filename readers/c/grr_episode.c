@@ -107,7 +107,8 @@ static int check_slot(grr_reader *r, part_t *p, json_t *o, const char *what, int
     if (!ok) return grr_fail(r, "%s: shape does not match the space", where);
     if (dtype && strcmp(ref->dtype.str, dtype))
         return grr_fail(r, "%s: dtype %s, expected %s", where, ref->dtype.str, dtype);
-    return 0;
+    /* before the episode's arrays are allocated: a size the file cannot hold is refused */
+    return check_bounds(&p->bin, ref, where, p->bin.bin);
 }
 
 static void collect_leaves(grr_node *n, grr_node **out) {
