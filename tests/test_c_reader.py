@@ -562,3 +562,21 @@ def test_c_an_array_larger_than_its_file_is_refused_before_allocating(grread, tm
     doc["episodes"][0]["observations"].update(shape=[2**40], size=2**40, dtype="uint8")
     path.write_text(json.dumps(doc))
     _c_refused(grread, legacy, "lie outside")
+
+
+def test_c_a_shape_whose_byte_count_wraps_64_bits(grread, tmp_path):
+    """2**40 elements of <U4194304 (2**24 bytes each): 2**64 bytes, which wrapped to 0 in
+    grread's check, so it took the array as 0 bytes; RecordingReader refuses it."""
+    record(tmp_path, "CartPole-v1", 20)
+
+    def wrapping_options(doc: dict) -> None:
+        entry = doc["episodes"][0]
+        entry["options"] = {"a": {"__type": "ndarray", "shape": [2**40], "order": "C",
+                                  "dtype": "<U4194304", "npyfile": entry["rewards"]["npyfile"],
+                                  "npyoff": 0, "size": 0, "crc32": 0}}
+
+    _edit_batches(tmp_path, wrapping_options)
+    with pytest.raises(FormatError, match="too many elements"):
+        with RecordingReader(tmp_path) as reader:
+            reader[0]
+    _c_refused(grread, tmp_path, "too many elements")
