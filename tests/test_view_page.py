@@ -392,3 +392,73 @@ def test_a_broken_recording_shows_one_error_naming_the_file(driver, tmp_path):
         assert "bytes, the manifest says" in text
     finally:
         served.close()
+
+
+_MARKUP = '<img src=x onerror="window.__xss = 1">'
+_CLOSE = "</script><script>window.__xss = 2</script>"
+
+
+class _HostileNamesEnv(gym.Env):
+    """Dict keys and info keys that are Object.prototype's names or markup; Text rows of
+    markup."""
+
+    observation_space = gym.spaces.Dict({
+        _MARKUP: gym.spaces.Box(0, 1, (2,), np.float32),
+        "__proto__": gym.spaces.Box(0, 1, (1,), np.float32),
+        "constructor": gym.spaces.Box(0, 1, (1,), np.float32),
+        "__leaf": gym.spaces.Box(0, 1, (1,), np.float32),
+        "text": gym.spaces.Text(60, charset="<>/=\"' abcdefghijklmnopqrstuvwxyz_.12"),
+    })
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> dict:
+        obs = self.observation_space.sample()
+        obs["text"] = "<img src=x onerror=window.__xss=3>"
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {_MARKUP: _CLOSE, "__proto__": {"a": 1}, "constructor": 2}
+
+    def step(self, action):
+        return self._obs(), 1.0, False, False, {_MARKUP: _MARKUP, "__proto__": 5}
+
+
+def test_hostile_names_are_shown_as_text_and_never_run(driver, tmp_path):
+    """Markup in Dict keys, info keys and values, Text rows and the env id runs nowhere; Dict
+    keys "__proto__"/"constructor"/"__leaf" are leaves like any other (the leaf tree was a plain
+    object: "__proto__" set Object.prototype.__leaf, which made every node a leaf, and hid those
+    leaves), and an info key "__proto__" is shown (it set the shown dict's prototype)."""
+    import json
+
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_HostileNamesEnv(), rec)
+    env.reset(seed=0, options={_MARKUP: _CLOSE})
+    for _ in range(4):
+        env.step(0)
+    env.close()
+    (manifest,) = rec.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    doc["env_id"] = _MARKUP + _CLOSE
+    manifest.write_text(json.dumps(doc))
+    served = Served(rec)
+    try:
+        open_page(driver, served.url)
+        assert driver.execute_script("return window.__xss === undefined && "
+                                     "Object.prototype.__leaf === undefined")
+        assert table(driver)[0][2] == _MARKUP + _CLOSE
+        tree = driver.execute_script(
+            "return [...document.querySelectorAll('#tree label')].map(l => l.title)")
+        assert tree == ["observations/" + k for k in  # (gymnasium sorts a Dict's keys)
+                        sorted((_MARKUP, "__proto__", "constructor", "__leaf", "text"))] + ["actions"]
+        at = at_cursor(driver)
+        assert at["observations/text"] == "<img src=x onerror=window.__xss=3>"
+        assert at["info"] == {_MARKUP: _CLOSE, "__proto__": {"a": 1}, "constructor": 2}
+        driver.find_element("css selector", "#next").click()
+        wait_for(driver, "return document.getElementById('step-label').textContent",
+                 lambda t: t.startswith("step 1 "))
+        wait_for(driver, "return document.getElementById('info').textContent",
+                 lambda t: '"__proto__":5' in t)
+        assert driver.execute_script("return window.__xss === undefined")
+    finally:
+        served.close()

@@ -385,7 +385,8 @@ class Infos {
   async at(r) {
     const part = this.parts.find((p) => r >= p.row0 && r < p.row0 + p.rows);
     if (!part) return {};
-    const row = r - part.row0, out = {};
+    // (no prototype: an info key "__proto__" is a key like any other)
+    const row = r - part.row0, out = Object.create(null);
     for (const col of await this._load(part)) {
       let pos = row;
       if (col.index) {
