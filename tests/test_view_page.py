@@ -462,3 +462,93 @@ def test_hostile_names_are_shown_as_text_and_never_run(driver, tmp_path):
         assert driver.execute_script("return window.__xss === undefined")
     finally:
         served.close()
+
+
+class _EmptyBoxEnv(gym.Env):
+    """A Dict with a Box of shape (0,) (rows of no elements) beside an ordinary one."""
+
+    observation_space = gym.spaces.Dict({"empty": gym.spaces.Box(0, 1, (0,), np.float32),
+                                         "x": gym.spaces.Box(0, 1, (2,), np.float32)})
+    action_space = gym.spaces.Box(0, 1, (0,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_a_box_of_shape_0_is_shown(driver, tmp_path):
+    """Rows of no elements: the page failed on them ("Cannot read properties of undefined")."""
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_EmptyBoxEnv(), rec)
+    env.reset(seed=0)
+    for _ in range(4):
+        env.step(env.action_space.sample())
+    env.close()
+    served = Served(rec)
+    try:
+        open_page(driver, f"{served.url}?episode=0&step=2")
+        with RecordingReader(rec) as reader:
+            ep = reader[0]
+        at = at_cursor(driver)
+        assert at["observations/empty"] == [] == ep.observations["empty"][2].tolist()
+        assert at["actions"] == []
+        assert at["observations/x"] == ep.observations["x"][2].tolist()
+    finally:
+        served.close()
+
+
+def _edit_batches(rec: Path, mutate) -> None:
+    """Rewrites every batch JSON through mutate(doc), keeping the manifest's sizes right."""
+    import json
+    import zlib
+
+    (manifest,) = rec.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    for batch in doc["batches"]:
+        path = rec / batch["fn"]
+        data = json.loads(path.read_text())
+        mutate(data)
+        raw = json.dumps(data).encode()
+        path.write_bytes(raw)
+        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
+    manifest.write_text(json.dumps(doc))
+
+
+def test_rows_the_entry_does_not_have_are_refused_not_looped_over(driver, tmp_path):
+    """Hostile shapes of no bytes: observations of shape [2**40, 0] and an info column whose
+    values have rows of 2**32 - 1 elements hung the tab (a loop over every row or element);
+    the page now checks an entry's rows against its steps, and info values against the rows
+    the key is in, and names the file."""
+    rec = tmp_path / "rec"
+    record(rec, "sample_envs/ChangingInfo-v0", 2)
+
+    def huge_rows(doc: dict) -> None:
+        for entry in doc["episodes"]:
+            entry["observations"].update(shape=[2**40, 0], size=0)
+
+    def huge_info_rows(doc: dict) -> None:
+        for entry in doc["episodes"]:
+            for col in entry["infos"]["keys"]:
+                if col["kind"] == "array":
+                    col["values"].update(shape=[0, 2**32 - 1], size=0)
+                    col["index"] = None
+
+    served = Served(rec)
+    driver.set_script_timeout(10)
+    try:
+        _edit_batches(rec, huge_info_rows)
+        open_page(driver, served.url)
+        wait_for(driver, "return document.getElementById('info').textContent",
+                 lambda t: "rows of values for" in t)
+        assert "unreadable: " in at_cursor(driver)["info"]
+        _edit_batches(rec, huge_rows)
+        driver.get(served.url)
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "error")
+        text = driver.execute_script("return document.getElementById('error').textContent")
+        assert ".json entry 0: observations: 1099511627776 rows, the entry has" in text
+    finally:
+        driver.set_script_timeout(30)  # (selenium's default)
+        served.close()

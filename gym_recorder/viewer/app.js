@@ -273,6 +273,7 @@ class FramePlayer {
 
 function rowValues(path, k) {
   const cols = state.series.get(path);
+  if (cols && cols.length === 0) return []; // rows of no elements (a Box of shape (0,))
   if (!cols || k >= cols[0].length) return undefined;
   const v = cols.map((c) => c[k]);
   return v.length === 1 && !(state.leaves.get(path)?.rowShape?.length) ? v[0] : v;
