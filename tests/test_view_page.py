@@ -552,3 +552,20 @@ def test_rows_the_entry_does_not_have_are_refused_not_looped_over(driver, tmp_pa
     finally:
         driver.set_script_timeout(30)  # (selenium's default)
         served.close()
+
+
+def test_a_manifest_larger_than_max_json_bytes_is_refused_unread(driver, tmp_path):
+    """A (sparse) manifest of more than 2**28 bytes: the page read it all into memory (a larger
+    one can exhaust the tab) before failing; it is refused from its Content-Length."""
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 1)
+    with open(rec / "openaigym.trace.huge.manifest.json", "wb") as f:
+        f.truncate(2**28 + 1)
+    served = Served(rec)
+    try:
+        driver.get(served.url)
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "error")
+        text = driver.execute_script("return document.getElementById('error').textContent")
+        assert "openaigym.trace.huge.manifest.json: 268435457 bytes of JSON is more than" in text
+    finally:
+        served.close()

@@ -15,6 +15,8 @@ const MAX_NESTING = 64;
 const COALESCE_SLACK = 4096;
 // Parallel requests while loading batch files (browsers allow about six per host anyway).
 const PARALLEL = 6;
+// The format's MAX_JSON_BYTES: a larger manifest or batch is refused before its body is read.
+const MAX_JSON_BYTES = 2 ** 28;
 
 export class ViewerError extends Error {}
 
@@ -25,6 +27,11 @@ async function fetchJSON(url, expectedSize = undefined) {
   stats.requests++;
   const r = await fetch(url, { cache: "no-store" });
   if (!r.ok) throw new ViewerError(`${url}: HTTP ${r.status}`);
+  const length = Number(r.headers.get("Content-Length"));
+  if (length > MAX_JSON_BYTES) {
+    r.body?.cancel();
+    throw new ViewerError(`${url}: ${length} bytes of JSON is more than ${MAX_JSON_BYTES}`);
+  }
   const bytes = await r.arrayBuffer();
   stats.bytes += bytes.byteLength;
   if (Number.isInteger(expectedSize) && bytes.byteLength !== expectedSize) {
