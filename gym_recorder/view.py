@@ -8,7 +8,10 @@ them itself (``viewer/decode.js``). URLs:
 - ``/api/manifests`` a JSON list of the names of DIR's ``*.manifest.json`` regular files (the
   only listing the page needs);
 - ``/recording/PATH`` the file at PATH relative to DIR, with ``Range: bytes=...`` support
-  (one range; 206 with ``Content-Range``, 416 when it cannot be satisfied).
+  (one range; 206 with ``Content-Range``, 416 when it cannot be satisfied), always as data:
+  ``application/json`` for ``.json`` files and ``application/octet-stream`` for all others, with
+  ``X-Content-Type-Options: nosniff`` and ``Content-Security-Policy: sandbox``, so that an HTML,
+  SVG or script file in a recording never runs in the page's origin.
 
 Paths are untrusted: a path with a ``.``/``..`` segment (also percent-encoded), a backslash, a
 NUL, an empty segment or a leading ``/`` after the prefix gets 400; one that resolves outside DIR
@@ -53,7 +56,7 @@ _CONTENT_TYPES = {
     ".png": "image/png",
     ".svg": "image/svg+xml",
 }
-_RANGE_RE = re.compile(r"bytes=(\d*)-(\d*)")
+_RANGE_RE = re.compile(r"bytes=([0-9]*)-([0-9]*)")
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 _LOOPBACK_NAMES = {"127.0.0.1", "[::1]", "localhost"}
 
@@ -245,7 +248,13 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
                     status = 206
             self.send_response(status)
             ext = os.path.splitext(path)[1].lower()
-            self.send_header("Content-Type", _CONTENT_TYPES.get(ext, "application/octet-stream"))
+            if counted:  # a recording's file is data, whatever its name says
+                ctype = "application/json" if ext == ".json" else "application/octet-stream"
+                self.send_header("X-Content-Type-Options", "nosniff")
+                self.send_header("Content-Security-Policy", "sandbox")
+            else:
+                ctype = _CONTENT_TYPES.get(ext, "application/octet-stream")
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(end - start))
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Cache-Control", "no-cache")
@@ -275,6 +284,8 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
         if m is None or (not m.group(1) and not m.group(2)):
             return None
         first, last = m.group(1), m.group(2)
+        if len(first) > 4000 or len(last) > 4000:  # (int() refuses longer: ignored as malformed)
+            return None
         if first:
             start = int(first)
             end = min(int(last) + 1, size) if last else size
@@ -284,7 +295,7 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
                 return "unsatisfiable"
             return start, end
         suffix = int(last)
-        if suffix == 0:
+        if suffix == 0 or size == 0:  # RFC 9110: no suffix of an empty file
             return "unsatisfiable"
         return max(size - suffix, 0), size
 

@@ -495,3 +495,134 @@ def test_values_outside_the_space(grread, tmp_path):
             assert np.array_equal(got.reshape(ref["shape"]), row)
         (rewards,) = c_lines(grread, "dump", str(tmp_path), str(ep.index), "rewards")
         assert rewards["crc32"] == zlib.crc32(ep.rewards.tobytes())
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile recordings grread alone tripped over (a sanitizer report, a crash): each must be
+# refused with one line, or read as RecordingReader reads it
+
+
+def _edit_batches(directory: Path, mutate: Any) -> None:
+    """Rewrites every batch JSON through ``mutate(doc)``, with the manifest's json_size and
+    json_crc32 kept right, so that only the edit itself is wrong."""
+    (manifest,) = directory.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    for batch in doc["batches"]:
+        path = directory / batch["fn"]
+        data = json.loads(path.read_text())
+        mutate(data)
+        raw = json.dumps(data).encode()
+        path.write_bytes(raw)
+        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
+    manifest.write_text(json.dumps(doc))
+
+
+def _c_refused(grread: Path, directory: Path, match: str) -> None:
+    for args in (["dump"], ["--verify", "dump"], ["list"]):
+        done = run(grread, *args, str(directory))
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert match in done.stderr, done.stderr
+
+
+def test_c_steps_beyond_64_bits_when_counting_rows(grread, tmp_path):
+    """'steps' 2**63 - 1: part 0 has steps + 1 rows, which overflowed int64 (UBSan)."""
+    record(tmp_path, "CartPole-v1", 30)
+
+    def huge_steps(doc: dict) -> None:
+        doc["episodes"][0]["steps"] = 2**63 - 1
+
+    _edit_batches(tmp_path, huge_steps)
+    _c_refused(grread, tmp_path, "'steps' must be an integer in [0, 2^48]")
+
+
+def test_c_first_plus_len_beyond_64_bits(grread, tmp_path):
+    """A batch whose first + len passes 2**63 - 1 overflowed int64 (UBSan); a len larger than
+    its json_size is refused up front, as the spec says and RecordingReader does."""
+    record(tmp_path, "CartPole-v1", 30, target=1500)
+    (manifest,) = tmp_path.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    last = doc["batches"][-1]
+    assert last["first"] > 0
+    last["len"] = 2**63 - 1
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match="cannot fit a batch JSON"):
+        RecordingReader(tmp_path).close()
+    _c_refused(grread, tmp_path, "cannot fit a batch JSON")
+    last["len"] = last["json_size"] + 1
+    manifest.write_text(json.dumps(doc))
+    _c_refused(grread, tmp_path, "cannot fit a batch JSON")
+
+
+class _WideDictEnv(gym.Env):
+    """A Dict observation space of 70 Box keys (more leaves than grread's old search stack)."""
+
+    observation_space = gym.spaces.Dict(
+        {f"k{i:02d}": gym.spaces.Box(0, 1, (2,), np.float32) for i in range(70)})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_c_a_dict_of_many_keys(grread, tmp_path):
+    """A Dict of 70 leaves: grread looked leaves up through a stack of 66 slots, skipped the
+    ones it did not reach and divided by their zero item size (UBSan)."""
+    env = RecordingWrapper(_WideDictEnv(), tmp_path)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(0)
+    env.close()
+    dumped = assert_same_as_python(grread, tmp_path)
+    assert len({d["field"] for d in dumped}) == 70 + 4
+
+
+def test_c_an_array_larger_than_its_file_is_refused_before_allocating(grread, tmp_path):
+    """A MultiBinary leaf of 2**32 elements a row, whose 64 GiB per episode the .bin does not
+    hold: grread allocated the episode's array before checking it against the file (ASan:
+    allocator out of memory), for gym-recording files (a 1 TiB array) as well."""
+    from test_legacy import make_legacy
+
+    new, legacy = tmp_path / "new", tmp_path / "legacy"
+    record(new, "CartPole-v1", 30)
+    (manifest,) = new.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    doc["observation_space"] = {"type": "MultiBinary", "n": [2**32]}
+    manifest.write_text(json.dumps(doc))
+
+    def huge_rows(doc: dict) -> None:
+        for entry in doc["episodes"]:
+            obs = entry["observations"]
+            obs.update(shape=[obs["shape"][0], 2**32], size=obs["shape"][0] * 2**32,
+                       dtype="|i1")
+
+    _edit_batches(new, huge_rows)
+    _c_refused(grread, new, "lie outside")
+    legacy.mkdir()
+    make_legacy(legacy)
+    path = legacy / "openaigym.trace.0.1234.ep000000000.json"
+    doc = json.loads(path.read_text())
+    doc["episodes"][0]["observations"].update(shape=[2**40], size=2**40, dtype="uint8")
+    path.write_text(json.dumps(doc))
+    _c_refused(grread, legacy, "lie outside")
+
+
+def test_c_a_shape_whose_byte_count_wraps_64_bits(grread, tmp_path):
+    """2**40 elements of <U4194304 (2**24 bytes each): 2**64 bytes, which wrapped to 0 in
+    grread's check, so it took the array as 0 bytes; RecordingReader refuses it."""
+    record(tmp_path, "CartPole-v1", 20)
+
+    def wrapping_options(doc: dict) -> None:
+        entry = doc["episodes"][0]
+        entry["options"] = {"a": {"__type": "ndarray", "shape": [2**40], "order": "C",
+                                  "dtype": "<U4194304", "npyfile": entry["rewards"]["npyfile"],
+                                  "npyoff": 0, "size": 0, "crc32": 0}}
+
+    _edit_batches(tmp_path, wrapping_options)
+    with pytest.raises(FormatError, match="too many elements"):
+        with RecordingReader(tmp_path) as reader:
+            reader[0]
+    _c_refused(grread, tmp_path, "too many elements")

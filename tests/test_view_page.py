@@ -392,3 +392,180 @@ def test_a_broken_recording_shows_one_error_naming_the_file(driver, tmp_path):
         assert "bytes, the manifest says" in text
     finally:
         served.close()
+
+
+_MARKUP = '<img src=x onerror="window.__xss = 1">'
+_CLOSE = "</script><script>window.__xss = 2</script>"
+
+
+class _HostileNamesEnv(gym.Env):
+    """Dict keys and info keys that are Object.prototype's names or markup; Text rows of
+    markup."""
+
+    observation_space = gym.spaces.Dict({
+        _MARKUP: gym.spaces.Box(0, 1, (2,), np.float32),
+        "__proto__": gym.spaces.Box(0, 1, (1,), np.float32),
+        "constructor": gym.spaces.Box(0, 1, (1,), np.float32),
+        "__leaf": gym.spaces.Box(0, 1, (1,), np.float32),
+        "text": gym.spaces.Text(60, charset="<>/=\"' abcdefghijklmnopqrstuvwxyz_.12"),
+    })
+    action_space = gym.spaces.Discrete(2)
+
+    def _obs(self) -> dict:
+        obs = self.observation_space.sample()
+        obs["text"] = "<img src=x onerror=window.__xss=3>"
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {_MARKUP: _CLOSE, "__proto__": {"a": 1}, "constructor": 2}
+
+    def step(self, action):
+        return self._obs(), 1.0, False, False, {_MARKUP: _MARKUP, "__proto__": 5}
+
+
+def test_hostile_names_are_shown_as_text_and_never_run(driver, tmp_path):
+    """Markup in Dict keys, info keys and values, Text rows and the env id runs nowhere; Dict
+    keys "__proto__"/"constructor"/"__leaf" are leaves like any other (the leaf tree was a plain
+    object: "__proto__" set Object.prototype.__leaf, which made every node a leaf, and hid those
+    leaves), and an info key "__proto__" is shown (it set the shown dict's prototype)."""
+    import json
+
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_HostileNamesEnv(), rec)
+    env.reset(seed=0, options={_MARKUP: _CLOSE})
+    for _ in range(4):
+        env.step(0)
+    env.close()
+    (manifest,) = rec.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    doc["env_id"] = _MARKUP + _CLOSE
+    manifest.write_text(json.dumps(doc))
+    served = Served(rec)
+    try:
+        open_page(driver, served.url)
+        assert driver.execute_script("return window.__xss === undefined && "
+                                     "Object.prototype.__leaf === undefined")
+        assert table(driver)[0][2] == _MARKUP + _CLOSE
+        tree = driver.execute_script(
+            "return [...document.querySelectorAll('#tree label')].map(l => l.title)")
+        assert tree == ["observations/" + k for k in  # (gymnasium sorts a Dict's keys)
+                        sorted((_MARKUP, "__proto__", "constructor", "__leaf", "text"))] + ["actions"]
+        at = at_cursor(driver)
+        assert at["observations/text"] == "<img src=x onerror=window.__xss=3>"
+        assert at["info"] == {_MARKUP: _CLOSE, "__proto__": {"a": 1}, "constructor": 2}
+        driver.find_element("css selector", "#next").click()
+        wait_for(driver, "return document.getElementById('step-label').textContent",
+                 lambda t: t.startswith("step 1 "))
+        wait_for(driver, "return document.getElementById('info').textContent",
+                 lambda t: '"__proto__":5' in t)
+        assert driver.execute_script("return window.__xss === undefined")
+    finally:
+        served.close()
+
+
+class _EmptyBoxEnv(gym.Env):
+    """A Dict with a Box of shape (0,) (rows of no elements) beside an ordinary one."""
+
+    observation_space = gym.spaces.Dict({"empty": gym.spaces.Box(0, 1, (0,), np.float32),
+                                         "x": gym.spaces.Box(0, 1, (2,), np.float32)})
+    action_space = gym.spaces.Box(0, 1, (0,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_a_box_of_shape_0_is_shown(driver, tmp_path):
+    """Rows of no elements: the page failed on them ("Cannot read properties of undefined")."""
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(_EmptyBoxEnv(), rec)
+    env.reset(seed=0)
+    for _ in range(4):
+        env.step(env.action_space.sample())
+    env.close()
+    served = Served(rec)
+    try:
+        open_page(driver, f"{served.url}?episode=0&step=2")
+        with RecordingReader(rec) as reader:
+            ep = reader[0]
+        at = at_cursor(driver)
+        assert at["observations/empty"] == [] == ep.observations["empty"][2].tolist()
+        assert at["actions"] == []
+        assert at["observations/x"] == ep.observations["x"][2].tolist()
+    finally:
+        served.close()
+
+
+def _edit_batches(rec: Path, mutate) -> None:
+    """Rewrites every batch JSON through mutate(doc), keeping the manifest's sizes right."""
+    import json
+    import zlib
+
+    (manifest,) = rec.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    for batch in doc["batches"]:
+        path = rec / batch["fn"]
+        data = json.loads(path.read_text())
+        mutate(data)
+        raw = json.dumps(data).encode()
+        path.write_bytes(raw)
+        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
+    manifest.write_text(json.dumps(doc))
+
+
+def test_rows_the_entry_does_not_have_are_refused_not_looped_over(driver, tmp_path):
+    """Hostile shapes of no bytes: observations of shape [2**40, 0] and an info column whose
+    values have rows of 2**32 - 1 elements hung the tab (a loop over every row or element);
+    the page now checks an entry's rows against its steps, and info values against the rows
+    the key is in, and names the file."""
+    rec = tmp_path / "rec"
+    record(rec, "sample_envs/ChangingInfo-v0", 2)
+
+    def huge_rows(doc: dict) -> None:
+        for entry in doc["episodes"]:
+            entry["observations"].update(shape=[2**40, 0], size=0)
+
+    def huge_info_rows(doc: dict) -> None:
+        for entry in doc["episodes"]:
+            for col in entry["infos"]["keys"]:
+                if col["kind"] == "array":
+                    col["values"].update(shape=[0, 2**32 - 1], size=0)
+                    col["index"] = None
+
+    served = Served(rec)
+    driver.set_script_timeout(10)
+    try:
+        _edit_batches(rec, huge_info_rows)
+        open_page(driver, served.url)
+        wait_for(driver, "return document.getElementById('info').textContent",
+                 lambda t: "rows of values for" in t)
+        assert "unreadable: " in at_cursor(driver)["info"]
+        _edit_batches(rec, huge_rows)
+        driver.get(served.url)
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "error")
+        text = driver.execute_script("return document.getElementById('error').textContent")
+        assert ".json entry 0: observations: 1099511627776 rows, the entry has" in text
+    finally:
+        driver.set_script_timeout(30)  # (selenium's default)
+        served.close()
+
+
+def test_a_manifest_larger_than_max_json_bytes_is_refused_unread(driver, tmp_path):
+    """A (sparse) manifest of more than 2**28 bytes: the page read it all into memory (a larger
+    one can exhaust the tab) before failing; it is refused from its Content-Length."""
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 1)
+    with open(rec / "openaigym.trace.huge.manifest.json", "wb") as f:
+        f.truncate(2**28 + 1)
+    served = Served(rec)
+    try:
+        driver.get(served.url)
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "error")
+        text = driver.execute_script("return document.getElementById('error').textContent")
+        assert "openaigym.trace.huge.manifest.json: 268435457 bytes of JSON is more than" in text
+    finally:
+        served.close()

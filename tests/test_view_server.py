@@ -245,3 +245,53 @@ def test_cli_help_has_examples(capsys):
     assert "examples:\n  gym-recorder view" in out
     for option in ("--port", "--host", "--no-browser"):
         assert option in out
+
+
+def test_a_recordings_html_or_svg_is_served_as_data(tmp_path):
+    """An .html, .svg or .js file in a recording was served as text/html (and so on) from the
+    page's origin: opened, its script ran there. Now every recording file is data."""
+    (tmp_path / "x.html").write_text("<script>window.ran = 1</script>")
+    (tmp_path / "x.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" onload="x()"/>')
+    (tmp_path / "x.js").write_text("x()")
+    (tmp_path / "x.manifest.json").write_text("{}")
+    srv = make_server(tmp_path, port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for name, ctype in (("x.html", "application/octet-stream"),
+                            ("x.svg", "application/octet-stream"),
+                            ("x.js", "application/octet-stream"),
+                            ("x.manifest.json", "application/json")):
+            status, headers, _ = request(srv, "/recording/" + name)
+            assert status == 200 and headers["Content-Type"] == ctype, name
+            assert headers["X-Content-Type-Options"] == "nosniff"
+            assert headers["Content-Security-Policy"] == "sandbox"
+        status, headers, _ = request(srv, "/")  # the page itself is still a page
+        assert headers["Content-Type"].startswith("text/html")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(10)
+
+
+def test_ranges_of_an_empty_file_and_of_huge_numbers(tmp_path, recording, server):
+    """A suffix range of an empty file got 206 with "Content-Range: bytes 0--1/0" (not HTTP);
+    it is unsatisfiable. A range number of 5000 digits got 400 "bad path: Exceeds the limit"
+    (int() refuses it); it is a malformed Range header, ignored."""
+    path = a_bin(recording)
+    url = "/recording/" + path.name
+    status, _, body = request(server, url, {"Range": "bytes=" + "9" * 5000 + "-"})
+    assert status == 200 and body == path.read_bytes()
+    status, _, body = request(server, url, {"Range": "bytes=0-" + "9" * 5000})
+    assert status == 200 and body == path.read_bytes()
+    (tmp_path / "empty.bin").write_bytes(b"")
+    srv = make_server(tmp_path, port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status, headers, body = request(srv, "/recording/empty.bin", {"Range": "bytes=-5"})
+        assert status == 416 and headers["Content-Range"] == "bytes */0" and body == b""
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(10)

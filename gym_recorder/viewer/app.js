@@ -114,22 +114,26 @@ function renderOverview() {
 
 // -- one episode ------------------------------------------------------------------------------
 
+// Tree nodes have no prototype and mark their leaf with a symbol, so that Dict keys such as
+// "__proto__", "constructor" or "__leaf" are plain children (not Object.prototype's members).
+const LEAF = Symbol("leaf");
+
 function leafTree(paths) {
-  const root = {};
+  const root = Object.create(null);
   for (const p of paths) {
     let node = root;
-    for (const part of p.split("/")) node = node[part] ??= {};
-    node.__leaf = p;
+    for (const part of p.split("/")) node = node[part] ??= Object.create(null);
+    node[LEAF] = p;
   }
   return root;
 }
 
 function renderTree(leaves) {
   const html = (node, name) => {
-    const kids = Object.keys(node).filter((k) => k !== "__leaf");
+    const kids = Object.keys(node);
     let out = "<li>";
-    if (node.__leaf) {
-      const leaf = leaves.get(node.__leaf), kind = leaf.kind;
+    if (node[LEAF]) {
+      const leaf = leaves.get(node[LEAF]), kind = leaf.kind;
       const shape = leaf.rowShape ? `[${leaf.rowShape.join("×")}] ${leaf.dtype}` : "values";
       const box = kind === "series" || kind === "image"
         ? `<input type="checkbox" data-leaf="${esc(leaf.path)}"${state.chosen.has(leaf.path) ? " checked" : ""}>` : "";
@@ -269,6 +273,7 @@ class FramePlayer {
 
 function rowValues(path, k) {
   const cols = state.series.get(path);
+  if (cols && cols.length === 0) return []; // rows of no elements (a Box of shape (0,))
   if (!cols || k >= cols[0].length) return undefined;
   const v = cols.map((c) => c[k]);
   return v.length === 1 && !(state.leaves.get(path)?.rowShape?.length) ? v[0] : v;

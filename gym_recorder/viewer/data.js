@@ -15,6 +15,8 @@ const MAX_NESTING = 64;
 const COALESCE_SLACK = 4096;
 // Parallel requests while loading batch files (browsers allow about six per host anyway).
 const PARALLEL = 6;
+// The format's MAX_JSON_BYTES: a larger manifest or batch is refused before its body is read.
+const MAX_JSON_BYTES = 2 ** 28;
 
 export class ViewerError extends Error {}
 
@@ -25,6 +27,11 @@ async function fetchJSON(url, expectedSize = undefined) {
   stats.requests++;
   const r = await fetch(url, { cache: "no-store" });
   if (!r.ok) throw new ViewerError(`${url}: HTTP ${r.status}`);
+  const length = Number(r.headers.get("Content-Length"));
+  if (length > MAX_JSON_BYTES) {
+    r.body?.cancel();
+    throw new ViewerError(`${url}: ${length} bytes of JSON is more than ${MAX_JSON_BYTES}`);
+  }
   const bytes = await r.arrayBuffer();
   stats.bytes += bytes.byteLength;
   if (Number.isInteger(expectedSize) && bytes.byteLength !== expectedSize) {
@@ -98,9 +105,10 @@ export class Leaf {
     this.values = null;     // for leaves stored as VALUEs: one JSON value a row
   }
 
-  addRef(ref) {
+  addRef(ref, rows = undefined, where = "") {
     const [dt, shape] = checkRef(ref);
     if (shape.length === 0) throw new ViewerError(`${this.path}: a leaf array needs a row axis`);
+    if (rows !== undefined && shape[0] !== rows) throw new ViewerError(`${where}${this.path}: ${shape[0]} rows, the entry has ${rows}`);
     const rowShape = shape.slice(1);
     if (this.dtype === null) {
       this.dtype = ref.dtype; this.rowShape = rowShape;
@@ -149,6 +157,7 @@ export class Leaf {
   /** All rows as one Float64Array per element of a row (for charts). */
   async readSeries() {
     const n = this.rowSize, cols = Array.from({ length: n }, () => new Float64Array(this.rows));
+    if (n === 0) return cols; // rows of no elements: nothing to read (nor to loop over)
     let r = 0;
     for (const part of await this.readRows(0, this.rows)) {
       const d = part.data, rows = part.shape[0];
@@ -181,7 +190,8 @@ function walkLegacy(node, path, fn) {
   else fn(path, { __type: "values", values: Array.isArray(node) ? node : [node] });
 }
 
-function addToLeaves(leaves, kind, entry, legacy) {
+// rows: what the entry's steps say each array of the tree holds (undefined for legacy files)
+function addToLeaves(leaves, kind, entry, legacy, rows, where) {
   const walk = legacy ? walkLegacy : walkTree;
   walk(entry[kind], [kind], (path, node) => {
     const key = path.join("/");
@@ -191,7 +201,7 @@ function addToLeaves(leaves, kind, entry, legacy) {
       for (const r of node.rowRefs) leaf.addRef({ ...r, shape: [1, ...r.shape], size: r.size === undefined ? undefined : r.size });
     } else if (isRef(node)) {
       if (legacy && node.shape.length === 2 && node.shape[0] === 1 && node.shape[1] === 0) return; // np.array([[]])
-      leaf.addRef(node);
+      leaf.addRef(node, rows, where);
     } else leaf.addValues(Array.isArray(node.values) ? node.values : []);
   });
 }
@@ -323,13 +333,20 @@ export class Recording {
   episodeData(ep) {
     const obs = new Map(), act = new Map(), rewards = new Leaf("rewards");
     const term = new Leaf("terminations"), trunc = new Leaf("truncations");
-    for (const { entry } of ep.parts) {
-      addToLeaves(obs, "observations", entry, ep.legacy);
-      addToLeaves(act, "actions", entry, ep.legacy);
-      if (isRef(entry.rewards) && !(entry.rewards.shape.length === 2 && entry.rewards.shape[1] === 0)) rewards.addRef(entry.rewards);
+    for (const { entry, batch } of ep.parts) {
+      // An entry's arrays hold as many rows as its steps say (part 0's observations one more).
+      let steps;
+      if (!ep.legacy) {
+        if (!Number.isSafeInteger(entry.steps) || entry.steps < 0) throw new ViewerError(`${batch.fn}: 'steps' must be a non-negative integer`);
+        steps = entry.steps;
+      }
+      const where = `${batch.fn} entry ${entry.index}: `;
+      addToLeaves(obs, "observations", entry, ep.legacy, steps === undefined ? undefined : steps + (entry.part === 0 ? 1 : 0), where);
+      addToLeaves(act, "actions", entry, ep.legacy, steps, where);
+      if (isRef(entry.rewards) && !(entry.rewards.shape.length === 2 && entry.rewards.shape[1] === 0)) rewards.addRef(entry.rewards, steps, where);
       else if (Array.isArray(entry.rewards)) rewards.addValues(entry.rewards);
-      if (isRef(entry.terminations)) term.addRef(entry.terminations);
-      if (isRef(entry.truncations)) trunc.addRef(entry.truncations);
+      if (isRef(entry.terminations)) term.addRef(entry.terminations, steps, where);
+      if (isRef(entry.truncations)) trunc.addRef(entry.truncations, steps, where);
     }
     return { observations: obs, actions: act, rewards, terminations: term, truncations: trunc,
       infos: new Infos(ep.parts) };
@@ -358,10 +375,11 @@ class Infos {
   constructor(parts) {
     this.parts = [];
     let row0 = 0;
-    for (const { entry } of parts) {
+    for (const { entry, batch } of parts) {
       const inf = entry.infos;
       if (!inf || typeof inf !== "object" || !Array.isArray(inf.keys)) continue;
-      this.parts.push({ row0, rows: inf.rows, keys: inf.keys, loaded: null });
+      if (!Number.isSafeInteger(inf.rows) || inf.rows < 0) throw new ViewerError(`${batch.fn} entry ${entry.index}: infos 'rows' must be a non-negative integer`);
+      this.parts.push({ row0, rows: inf.rows, keys: inf.keys, loaded: null, where: `${batch.fn} entry ${entry.index} infos` });
       row0 += inf.rows;
     }
     this.rows = row0;
@@ -373,7 +391,9 @@ class Infos {
       const out = { key: col.key, index: null, values: null, kind: col.kind, pytype: col.pytype, rowSize: 1 };
       if (isRef(col.index)) out.index = (await readRef(col.index)).data;
       if (col.kind === "array" && isRef(col.values)) {
-        const arr = await readRef(col.values);
+        const arr = await readRef(col.values), present = out.index ? out.index.length : part.rows;
+        // one row of values a row the key is in (else a row of 2**32 elements could hang the tab)
+        if (arr.shape[0] !== present) throw new ViewerError(`${part.where} ${JSON.stringify(col.key)}: ${arr.shape[0]} rows of values for ${present}`);
         out.values = arr; out.rowSize = arr.shape.slice(1).reduce((a, b) => a * b, 1);
       } else out.values = Array.isArray(col.values) ? col.values : [];
       return out;
@@ -385,7 +405,8 @@ class Infos {
   async at(r) {
     const part = this.parts.find((p) => r >= p.row0 && r < p.row0 + p.rows);
     if (!part) return {};
-    const row = r - part.row0, out = {};
+    // (no prototype: an info key "__proto__" is a key like any other)
+    const row = r - part.row0, out = Object.create(null);
     for (const col of await this._load(part)) {
       let pos = row;
       if (col.index) {

@@ -59,7 +59,7 @@ int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, const ch
         else if (nonzero <= GRR_MAX_DIM)
             nonzero = dim > GRR_MAX_DIM / nonzero ? GRR_MAX_DIM + 1 : nonzero * dim;
     }
-    if (nonzero > GRR_MAX_DIM || nonzero * ref->dtype.itemsize > GRR_MAX_DIM)
+    if (nonzero > GRR_MAX_DIM || nonzero > GRR_MAX_DIM / ref->dtype.itemsize) /* no wrap */
         return grr_fail(r, "%s: shape of %s has too many elements", where, ref->dtype.str);
     if (count) count = nonzero;
     int64_t off, size;

@@ -79,8 +79,8 @@ typedef struct {
 static int plan_part(grr_reader *r, grr_writer *w, part_t *p) {
     json_t *e = p->entry;
     int64_t steps;
-    if (!grr_get_int(e, "steps", &steps) || steps < 0)
-        return grr_fail(r, "%s: 'steps' must be a non-negative integer", p->where);
+    if (!grr_get_int(e, "steps", &steps) || steps < 0 || (uint64_t)steps > GRR_MAX_DIM)
+        return grr_fail(r, "%s: 'steps' must be an integer in [0, 2^48]", p->where);
     p->steps = steps;
     p->rows = p->part_no == 0 ? steps + 1 : steps;
     int n = w->n_obs + w->n_act;
@@ -114,37 +114,37 @@ static int check_slot(grr_reader *r, part_t *p, json_t *o, const char *what, int
     if (!ok) return grr_fail(r, "%s: shape does not match the space", where);
     if (dtype && strcmp(ref->dtype.str, dtype))
         return grr_fail(r, "%s: dtype %s, expected %s", where, ref->dtype.str, dtype);
-    return 0;
+    /* before the episode's arrays are allocated: a size the file cannot hold is refused */
+    return check_bounds(&p->bin, ref, where, p->bin.bin);
+}
+
+static void collect_leaves(grr_node *n, grr_node **out) {
+    if (n->kind == NODE_DICT || n->kind == NODE_TUPLE) {
+        for (size_t i = 0; i < n->n; i++) collect_leaves(n->kids[i], out);
+    } else {
+        out[n->leaf] = n;
+    }
 }
 
 static int check_slots(grr_reader *r, grr_writer *w, part_t *p) {
     static const char *cols[] = {"rewards", "terminations", "truncations"};
     static const char *types[] = {"<f8", "|b1", "|b1"};
-    for (int pass = 0; pass < 2; pass++) {
-        grr_node *root = pass ? w->act : w->obs;
-        int base = pass ? w->n_obs : 0, count = pass ? w->n_act : w->n_obs;
-        for (int k = 0; k < count; k++) {
-            /* find leaf k's node */
-            grr_node *stack[GRR_MAX_NESTING + 2];
-            int top = 0;
-            grr_node *leaf = NULL;
-            stack[top++] = root;
-            while (top && !leaf) {
-                grr_node *n = stack[--top];
-                if (n->kind == NODE_DICT || n->kind == NODE_TUPLE) {
-                    for (size_t i = n->n; i-- > 0 && top < GRR_MAX_NESTING + 2;)
-                        stack[top++] = n->kids[i];
-                } else if (n->leaf == k) {
-                    leaf = n;
-                }
-            }
-            if (!leaf || leaf->kind != NODE_ARRAY) continue;
-            if (is_values_object(p->leaves[base + k])) continue; /* outside its space: values */
-            if (check_slot(r, p, p->leaves[base + k], leaf->name, pass ? p->steps : p->rows,
-                           leaf, NULL, &p->refs[base + k]) < 0)
-                return -1;
+    int n = w->n_obs + w->n_act;
+    grr_node **leaves = calloc((size_t)n + 1, sizeof *leaves);
+    if (!leaves) return grr_fail(r, "%s: out of memory", p->where);
+    collect_leaves(w->obs, leaves);
+    collect_leaves(w->act, leaves + w->n_obs);
+    for (int k = 0; k < n; k++) {
+        grr_node *leaf = leaves[k];
+        if (leaf->kind != NODE_ARRAY) continue;
+        if (is_values_object(p->leaves[k])) continue; /* outside its space: values */
+        if (check_slot(r, p, p->leaves[k], leaf->name, k >= w->n_obs ? p->steps : p->rows, leaf,
+                       NULL, &p->refs[k]) < 0) {
+            free(leaves);
+            return -1;
         }
     }
+    free(leaves);
     for (int c = 0; c < 3; c++)
         if (check_slot(r, p, json_object_get(p->entry, cols[c]), cols[c], p->steps, NULL,
                        types[c], &p->refs[w->n_obs + w->n_act + c]) < 0)
@@ -271,15 +271,6 @@ static int values_leaf(grr_reader *r, part_t *p, json_t *stored, const grr_node 
                         json_array_size(values), (long long)rows);
     return json_array_extend(out, values);
 }
-
-static void collect_leaves(grr_node *n, grr_node **out) {
-    if (n->kind == NODE_DICT || n->kind == NODE_TUPLE) {
-        for (size_t i = 0; i < n->n; i++) collect_leaves(n->kids[i], out);
-    } else {
-        out[n->leaf] = n;
-    }
-}
-
 
 int grr_episode_build(grr_reader *r, grr_writer *w, int64_t number, grr_episode *ep) {
     size_t b = 0;

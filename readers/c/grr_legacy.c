@@ -23,23 +23,33 @@ static int legacy_array(grr_reader *r, json_t *v, const char *where, grr_array *
                                                "(not supported by this reader)", where);
             if (parse_ref(r, o, where, 0, NULL, &ref) < 0) return -1;
             f.bin = json_string_value(json_object_get(o, "npyfile"));
+            /* before allocating: a size the file cannot hold is refused */
+            int rc = grr_open_regular(r, f.bin, &f.fd, &f.file_size);
+            if (rc == 0) rc = check_bounds(&f, &ref, where, f.bin);
+            if (rc == 0 && i == 0 && n > 1 && ref.size > UINT64_MAX / n)
+                rc = grr_fail(r, "%s: %zu arrays of %llu bytes are too many to stack", where, n,
+                              (unsigned long long)ref.size);
+            if (rc < 0) {
+                bin_close(&f);
+                return -1;
+            }
             if (i == 0) {
                 snprintf(a->dtype, sizeof a->dtype, "%s", ref.dtype.str);
                 a->itemsize = ref.dtype.itemsize;
                 a->ndim = ref.ndim + stacked;
                 if (stacked && a->ndim > GRR_MAX_NDIM)
-                    return grr_fail(r, "%s: too many dimensions", where);
+                    rc = grr_fail(r, "%s: too many dimensions", where);
                 a->shape[0] = n;
-                memcpy(a->shape + stacked, ref.shape, (size_t)ref.ndim * sizeof ref.shape[0]);
+                if (rc == 0)
+                    memcpy(a->shape + stacked, ref.shape, (size_t)ref.ndim * sizeof ref.shape[0]);
                 a->size = ref.size * n;
-                a->data = malloc(a->size ? a->size : 1);
-                if (!a->data) return grr_fail(r, "%s: out of memory", where);
+                a->data = rc == 0 ? malloc(a->size ? a->size : 1) : NULL;
+                if (rc == 0 && !a->data) rc = grr_fail(r, "%s: out of memory", where);
             } else if (strcmp(ref.dtype.str, a->dtype) || ref.ndim != a->ndim - 1 ||
                        memcmp(ref.shape, a->shape + 1, (size_t)ref.ndim * sizeof ref.shape[0])) {
-                return grr_fail(r, "%s: per-step arrays of different shapes or dtypes (not "
-                                   "supported by this reader)", where);
+                rc = grr_fail(r, "%s: per-step arrays of different shapes or dtypes (not "
+                                 "supported by this reader)", where);
             }
-            int rc = grr_open_regular(r, f.bin, &f.fd, &f.file_size);
             if (rc == 0) rc = read_ref(&f, &ref, where, f.bin, a->data + i * ref.size);
             bin_close(&f);
             if (rc < 0) return -1;

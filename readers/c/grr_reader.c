@@ -96,6 +96,10 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
             len < 0)
             return grr_fail(r, "%s batch %zu: 'first' and 'len' must be non-negative integers",
                             name, i);
+        if ((uint64_t)len > GRR_MAX_JSON_BYTES || first > INT64_MAX - len)
+            return grr_fail(r, "%s batch %zu: 'len' %lld entries cannot fit a batch JSON of at "
+                               "most %llu bytes, or first + len is beyond 2^63 - 1", name, i,
+                            (long long)len, (unsigned long long)GRR_MAX_JSON_BYTES);
         const char *fn = grr_string(json_object_get(b, "fn"));
         if (!fn || !grr_plain_name(fn))
             return grr_fail(r, "%s batch %zu: fn is not a plain file name in the directory",
@@ -131,6 +135,11 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
             if (!grr_get_int(b, "episodes", &n) || n < 0 || n > len)
                 return grr_fail(r, "%s batch %zu: 'episodes' must be an integer in [0, len]",
                                 name, i);
+            int64_t json_size;
+            grr_get_int(b, "json_size", &json_size);
+            if (len > json_size)
+                return grr_fail(r, "%s batch %zu: 'len' %lld entries cannot fit a batch JSON of "
+                                   "%lld bytes", name, i, (long long)len, (long long)json_size);
         }
         entries = first + len;
         w->batches[i] = b;
