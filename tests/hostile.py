@@ -161,6 +161,21 @@ def rewrite_batch(d: Path, mutate: Callable[[dict], Any], index: int = 0) -> Non
         save_manifest(d, man)
 
 
+def edit_every_batch(directory: Path, mutate: Callable[[dict], Any]) -> None:
+    """Rewrites every batch JSON through ``mutate(doc)``, with the manifest's json_size and
+    json_crc32 kept right, so that only the edit itself is wrong."""
+    (manifest,) = directory.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    for batch in doc["batches"]:
+        path = directory / batch["fn"]
+        data = json.loads(path.read_text())
+        mutate(data)
+        raw = json.dumps(data).encode()
+        path.write_bytes(raw)
+        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
+    manifest.write_text(json.dumps(doc))
+
+
 def patch_array(d: Path, ref: dict, arr: np.ndarray) -> None:
     """Overwrites the bytes an array reference points at, and its CRC-32, with ``arr``."""
     data = np.ascontiguousarray(arr).tobytes()

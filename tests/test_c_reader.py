@@ -503,18 +503,9 @@ def test_values_outside_the_space(grread, tmp_path):
 
 
 def _edit_batches(directory: Path, mutate: Any) -> None:
-    """Rewrites every batch JSON through ``mutate(doc)``, with the manifest's json_size and
-    json_crc32 kept right, so that only the edit itself is wrong."""
-    (manifest,) = directory.glob("*.manifest.json")
-    doc = json.loads(manifest.read_text())
-    for batch in doc["batches"]:
-        path = directory / batch["fn"]
-        data = json.loads(path.read_text())
-        mutate(data)
-        raw = json.dumps(data).encode()
-        path.write_bytes(raw)
-        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
-    manifest.write_text(json.dumps(doc))
+    from hostile import edit_every_batch
+
+    edit_every_batch(directory, mutate)
 
 
 def _c_refused(grread: Path, directory: Path, match: str) -> None:

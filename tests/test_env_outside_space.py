@@ -222,6 +222,16 @@ def test_values_that_are_not_numbers_are_kept_as_values(tmp_path):
     env.close()
 
 
+def _record_int64_box(directory, values):
+    """Records ``values`` as the observations of an int64 Box(1,) over 600-byte batches."""
+    space = spaces.Box(-2**62, 2**62, (1,), np.int64)
+    with pytest.warns(OutsideSpaceWarning):
+        with RecordingWrapper(_Values(space, values), directory, target_batch_bytes=600) as env:
+            env.reset(seed=0)
+            for _ in values[1:]:
+                env.step(0)
+
+
 def _big_then_float(directory):
     """One episode of an int64 Box over many small batches: integers beyond 2**53, then small
     ones, then floats (widening a later batch's leaf to float64, whose rows are all exact
@@ -230,12 +240,7 @@ def _big_then_float(directory):
     values = ([np.array([0], np.int64)] + [big + k for k in range(60)]
               + [np.array([k], np.int64) for k in range(60)]
               + [np.array([k + 0.5]) for k in range(60)] + [np.array([3], np.int64)] * 20)
-    space = spaces.Box(-2**62, 2**62, (1,), np.int64)
-    with pytest.warns(OutsideSpaceWarning):
-        with RecordingWrapper(_Values(space, values), directory, target_batch_bytes=600) as env:
-            env.reset(seed=0)
-            for _ in values[1:]:
-                env.step(0)
+    _record_int64_box(directory, values)
     stored = set()
     for name in os.listdir(directory):
         if name.endswith(".json") and ".ep" in name:
@@ -273,12 +278,7 @@ def test_parts_that_join_only_by_rounding_come_back_as_rows(tmp_path):
 def test_parts_that_join_exactly_are_one_widened_array(tmp_path):
     """The same shape of recording with small integers only: one float64 array, as before."""
     values = [np.array([k], np.int64) for k in range(80)] + [np.array([0.5])] * 40
-    space = spaces.Box(-2**62, 2**62, (1,), np.int64)
-    with pytest.warns(OutsideSpaceWarning):
-        with RecordingWrapper(_Values(space, values), tmp_path, target_batch_bytes=600) as env:
-            env.reset(seed=0)
-            for _ in values[1:]:
-                env.step(0)
+    _record_int64_box(tmp_path, values)
     with RecordingReader(tmp_path) as reader:
         got = reader[0].observations
         assert isinstance(got, np.ndarray) and got.dtype == np.float64

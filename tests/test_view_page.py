@@ -500,21 +500,10 @@ def test_a_box_of_shape_0_is_shown(driver, tmp_path):
         served.close()
 
 
-def _edit_batches(rec: Path, mutate) -> None:
-    """Rewrites every batch JSON through mutate(doc), keeping the manifest's sizes right."""
-    import json
-    import zlib
+def _edit_batches(directory: Path, mutate) -> None:
+    from hostile import edit_every_batch
 
-    (manifest,) = rec.glob("*.manifest.json")
-    doc = json.loads(manifest.read_text())
-    for batch in doc["batches"]:
-        path = rec / batch["fn"]
-        data = json.loads(path.read_text())
-        mutate(data)
-        raw = json.dumps(data).encode()
-        path.write_bytes(raw)
-        batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
-    manifest.write_text(json.dumps(doc))
+    edit_every_batch(directory, mutate)
 
 
 def test_rows_the_entry_does_not_have_are_refused_not_looped_over(driver, tmp_path):
