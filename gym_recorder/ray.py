@@ -39,9 +39,11 @@ Dict and Tuple spaces give one column per leaf, named with dots (``obs.position`
 ``action.0``); Box, Discrete, MultiDiscrete and MultiBinary leaves are tensor columns with the
 recorded dtype, Text leaves string columns. Sequence, Graph and OneOf leaves have no column form:
 :func:`read_recording` refuses them with :class:`~gym_recorder.errors.UnsupportedValueError`.
-A block has its batch's dtypes: a leaf widened in some batches only (values outside the space's
-dtype) gives blocks Ray Data cannot concatenate; ``batches_per_task=1`` and a cast in
-``map_batches`` read such a recording.
+A leaf widened in some batches only (values outside the space's dtype: an env returning float64
+at reset into a float32 Box) is given in the widened dtype in every block, as
+``reader.column`` gives it (Ray Data does not concatenate blocks of different tensor dtypes): when
+the dataset is made, the dtype each batch stores each leaf in is read from its first entry (the
+batch JSON's first bytes).
 The rows are exactly what :class:`~gym_recorder.RecordingReader` gives:
 ``np.concatenate([ep.observations[:-1] for ep in reader])`` is the ``obs`` column of
 ``read_recording(path).iter_batches(batch_format="numpy")`` concatenated, and so on.
@@ -53,7 +55,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .ray_blocks import TaskSpec, check_columnar, read_block
+from .ray_blocks import TaskSpec, check_columnar, column_dtypes, read_block
 from .ray_record import ParallelSummary, record_parallel, worker_seeds
 
 __all__ = ["read_recording", "RecordingDatasource", "record_parallel", "ParallelSummary",
@@ -168,6 +170,7 @@ def _datasource_class() -> type:
                 summaries = {s.index: s for s in reader.summaries()} \
                     if granularity == "episode" else {}
                 entries = _manifest_entries(reader.storage)
+                dtypes = column_dtypes(reader.storage, infos, entries)
             self._specs: list[TaskSpec] = []
             self._sizes: list[tuple[int | None, int | None]] = []
             seen: dict[int, int] = {}   # episode -> index of the last batch holding a part
@@ -192,7 +195,7 @@ def _datasource_class() -> type:
                 if granularity == "episode" and not eps:
                     continue
                 self._specs.append(TaskSpec(location, storage_options, verify, granularity,
-                                             info, extra, eps))
+                                             info, extra, eps, dtypes))
                 self._sizes.append(_estimate(entries.get((info.writer, info.json_name)),
                                              eps, granularity))
             self._groups = _group(self._sizes, per_task)

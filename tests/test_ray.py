@@ -447,9 +447,11 @@ class _Float64Reset(gym.Wrapper):
         return obs.astype(np.float64), info
 
 
-def test_a_leaf_widened_in_some_batches_reads_with_the_documented_recipe(tmp_path):
-    """README: blocks keep their batch's dtype; batches_per_task=1 and a cast in map_batches
-    give the reader's (widened) rows."""
+@pytest.mark.parametrize("per_task", [None, 1])
+def test_a_leaf_widened_in_some_batches_is_one_dtype_in_every_block(tmp_path, per_task):
+    """Batches holding a reset store the leaf as float64, the others as float32: every block
+    gives float64 (Ray Data cannot concatenate blocks of two tensor dtypes), the reader's rows,
+    at both granularities."""
     import warnings
 
     gr_ray = _ray_mod()
@@ -457,16 +459,25 @@ def test_a_leaf_widened_in_some_batches_reads_with_the_documented_recipe(tmp_pat
         warnings.simplefilter("ignore")
         record(_Float64Reset(gym.make("CartPole-v1")), tmp_path, 12, seed=3, target=1500)
     with RecordingReader(tmp_path) as reader:
-        want = expected_steps(reader)
-    assert want["obs"].dtype == np.float64
-    ds = gr_ray.read_recording(tmp_path, batches_per_task=1)
-    dtypes = {b["obs"].dtype for b in ds.iter_batches(batch_format="numpy", batch_size=None)}
-    assert dtypes == {np.dtype(np.float32), np.dtype(np.float64)}  # (the case under test)
+        forms = {p.observations.dtype for info in reader.batches() for p in reader.read_batch(info)}
+        assert forms == {np.dtype(np.float32), np.dtype(np.float64)}  # (the case under test)
+        ds = gr_ray.read_recording(tmp_path, batches_per_task=per_task)
+        assert_steps_equal(ds, reader)
+        blocks = list(ds.iter_batches(batch_format="numpy", batch_size=None))
+        assert {b[k].dtype for b in blocks for k in ("obs", "next_obs")} == {np.dtype(np.float64)}
+        rows = list(ds.iter_batches(batch_format="numpy", batch_size=50))  # (across blocks)
+        assert sum(len(b["obs"]) for b in rows) == sum(len(b["obs"]) for b in blocks)
+        ds = gr_ray.read_recording(tmp_path, granularity="episode", batches_per_task=per_task)
+        assert_episodes_equal(ds, reader)
 
-    def cast(batch):
-        return {**batch, "obs": batch["obs"].astype(np.float64),
-                "next_obs": batch["next_obs"].astype(np.float64)}
 
-    got = dataset_columns(ds.map_batches(cast))
-    for k in want:
-        assert_same_array(got[k], want[k], k)
+def test_a_leaf_that_joins_only_by_rounding_is_refused_by_name(tmp_path):
+    """int64 beyond 2**53 in some batches, float64 in others: no one tensor dtype holds the
+    column; the read task raises UnsupportedValueError rather than round."""
+    from test_env_outside_space import _big_then_float
+
+    gr_ray = _ray_mod()
+    _big_then_float(tmp_path / "rec")
+    with pytest.raises(Exception, match=r"UnsupportedValueError.*column obs holds int64 values "
+                                        r"that float64, its dtype in other batches, would round"):
+        gr_ray.read_recording(tmp_path / "rec").take_all()
