@@ -47,6 +47,9 @@ DEFAULT_PORT = 8765
 CHUNK = 1 << 20
 # Longest URL path accepted (anything longer is a 400): far beyond any recording's file names.
 MAX_PATH_CHARS = 4096
+# A connection that sends nothing (no request, or half of one) for this many seconds is closed,
+# so that idle or slow clients do not hold the server's threads (browsers reconnect).
+IDLE_TIMEOUT = 30.0
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -141,6 +144,7 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
     server: ViewServer
     protocol_version = "HTTP/1.1"
     server_version = "gym-recorder-view"
+    timeout = IDLE_TIMEOUT  # (socketserver sets it on each connection)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base's name)
         pass  # quiet: stdout carries the URL only, and errors go back to the page

@@ -295,3 +295,29 @@ def test_ranges_of_an_empty_file_and_of_huge_numbers(tmp_path, recording, server
         srv.shutdown()
         srv.server_close()
         thread.join(10)
+
+
+def test_an_idle_or_half_sent_request_is_closed_after_the_timeout(recording, monkeypatch):
+    """A client that connects and sends nothing, or half a request line, does not keep a server
+    thread: the connection is closed after ViewHandler.timeout seconds."""
+    import socket
+    import time
+
+    from gym_recorder import view
+
+    assert view.ViewHandler.timeout == view.IDLE_TIMEOUT == 30.0
+    monkeypatch.setattr(view.ViewHandler, "timeout", 0.5)  # (the same code path, sooner)
+    srv = make_server(recording, port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for sent in (b"", b"GET /index.html HT"):
+            with socket.create_connection(srv.server_address[:2], timeout=10) as s:
+                s.sendall(sent)
+                start = time.monotonic()
+                assert s.recv(1024) == b""  # closed by the server
+                assert time.monotonic() - start < 5
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(10)
