@@ -665,8 +665,13 @@ def join_arrays(where: str, arrays: Sequence[np.ndarray]) -> np.ndarray | list[A
     """
     if len(arrays) == 1:
         return arrays[0]
-    dtype = join_dtype([a.dtype for a in arrays], where)
-    if all(exact_in(a, dtype) for a in arrays):
+    dtypes = [a.dtype for a in arrays]
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return np.concatenate(arrays)
+    dtype = join_dtype(dtypes, where)
+    risky = {d for d in set(dtypes) if not exact_dtype(d, dtype)}  # (int64 beside float64)
+    if all(a.dtype not in risky or exact_in(a, dtype) for a in arrays):
         return np.concatenate(arrays, dtype=dtype)
     rows: list[Any] = []
     for a in arrays:
