@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
                      RecorderError, UnsupportedSpaceError)
-from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder
+from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, fill_env_only_wrappers
 from .export import _require
 from .reader import RecordingReader
 from .selection import SelectionSource, episode_indices, selection_source
@@ -265,10 +265,15 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             raise EmptySelectionError(f"{directory}: every selected episode has 0 steps (a reset "
                                       f"then a reset or close); Minari needs at least one step")
         env = _env_for(source, dropped)
+        spec = env.spec if env is not None else None
+        if spec is not None and any(w.kwargs is None for w in spec.additional_wrappers):
+            # env.spec lists env-only wrappers (minigrid's ImgObsWrapper) without kwargs, which
+            # gymnasium.make (recover_environment) refuses: Minari gets the spec that has them
+            spec = fill_env_only_wrappers(spec)
         kwargs: dict[str, Any] = dict(
-            env=env, observation_space=source.observation_space,
-            action_space=source.action_space, data_format="hdf5",
-            eval_env=env.spec if env is not None else None,
+            env=env if spec is None or spec == env.spec else spec,
+            observation_space=source.observation_space,
+            action_space=source.action_space, data_format="hdf5", eval_env=spec,
             algorithm_name="recorded with gym_recorder",
             description=description or f"Exported by gym_recorder from {directory}.")
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
