@@ -124,7 +124,7 @@ def _takes_only_env(entry_point: Any) -> bool:
     if not isinstance(obj, type):
         return False
     try:
-        params = list(inspect.signature(obj.__init__).parameters.values())[1:]
+        params = list(inspect.signature(obj).parameters.values())  # (__init__'s, no self)
     except (TypeError, ValueError):
         return False
     return len(params) == 1 and params[0].name == "env" and \
