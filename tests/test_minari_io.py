@@ -495,3 +495,44 @@ def test_export_keeps_a_wrapper_that_takes_only_env(tmp_path, minari_root):
     env = ds.recover_environment()
     assert env.observation_space == ds.observation_space
     env.close()
+
+
+class _MissionLike(gym.spaces.Space):
+    """Like minigrid's MissionSpace: a Space[str] that gym_recorder does not know."""
+
+    def __init__(self):
+        super().__init__(None, None)
+
+    def sample(self, mask=None, probability=None):
+        return "go"
+
+    def contains(self, x):
+        return isinstance(x, str)
+
+
+def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
+    """minigrid's Dict observation holds a MissionSpace: the export said "observation space: no
+    space recorded"; it names the key and the class."""
+    need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.minari_io import export_minari
+
+    class Env(gym.Env):
+        observation_space = gym.spaces.Dict({"direction": gym.spaces.Discrete(4),
+                                             "mission": _MissionLike()})
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return {"direction": 0, "mission": "go"}, {}
+
+        def step(self, action):
+            return {"direction": 1, "mission": "go"}, 0.0, True, False, {}
+
+    with RecordingWrapper(Env(), tmp_path / "rec") as rec:
+        rec.reset(seed=0)
+        rec.step(0)
+    with pytest.raises(UnsupportedSpaceError, match=r"observation space\['mission'\] is a "
+                       r"test_minari_io._MissionLike, a space gym_recorder does not know"):
+        export_minari(tmp_path / "rec", "test/mission-v0")
