@@ -197,6 +197,20 @@ def test_record_unknown_env_one_line(tmp_path, capsys):
     assert len(lines) == 1 and "cannot make env 'NoSuchEnv-v0'" in lines[0]
 
 
+def test_record_unregistered_env_suggests_import(tmp_path, capsys):
+    """ale_py, minigrid, highway_env register their ids only when imported: 'ALE/Pong-v5' said
+    "Namespace ALE not found. Have you installed the proper package for ALE?" though it was
+    installed. The line says to pass --import; another cause of failure gets no such hint."""
+    for env_id in ("NoSuchNamespace/Game-v5", "NoSuchEnv-v0"):
+        assert cli.main(["record", env_id, "-d", str(tmp_path / "r"), "--steps", "2"]) == 1
+        lines = error_lines(capsys)
+        assert len(lines) == 1 and "pass --import PACKAGE" in lines[0], lines
+    assert cli.main(["record", "CartPole-v1", "-d", str(tmp_path / "r"), "--steps", "2",
+                     "--env-kwargs", '{"no_such_kwarg": 1}']) == 1
+    lines = error_lines(capsys)
+    assert len(lines) == 1 and "--import" not in lines[0], lines
+
+
 def test_record_vector_env_and_replay(tmp_path, capsys):
     pytest.importorskip("gym_recorder.vector", reason="gym_recorder.vector not written yet")
     d = tmp_path / "vec"
