@@ -109,12 +109,45 @@ def _entry_module(entry_point: Any) -> str | None:
     return module if isinstance(module, str) and _MODULE_RE.fullmatch(module) else None
 
 
+def _takes_only_env(entry_point: Any) -> bool:
+    """True for a wrapper class (already imported) whose ``__init__`` takes ``env`` and nothing
+    else (e.g. minigrid's ``ImgObsWrapper``): it has no arguments to record, so it can be
+    rebuilt though it is not a ``RecordConstructorArgs``."""
+    import inspect
+
+    if not isinstance(entry_point, str) or ":" not in entry_point:
+        return False
+    module, _, name = entry_point.partition(":")
+    obj: Any = sys.modules.get(module)
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type):
+        return False
+    try:
+        params = list(inspect.signature(obj).parameters.values())  # (__init__'s, no self)
+    except (TypeError, ValueError):
+        return False
+    return len(params) == 1 and params[0].name == "env" and \
+        params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def fill_env_only_wrappers(spec: Any) -> Any:
+    """``spec`` (an ``EnvSpec``) with ``kwargs={}`` for each wrapper whose ``__init__`` takes only
+    ``env`` and is listed with ``kwargs=None`` (``gymnasium.make(spec)`` refuses those)."""
+    from dataclasses import replace
+
+    wrappers = tuple(replace(w, kwargs={}) if w.kwargs is None and
+                     _takes_only_env(w.entry_point) else w for w in spec.additional_wrappers)
+    return replace(spec, additional_wrappers=wrappers)
+
+
 def capture_spec(spec: Any) -> dict[str, Any] | None:
     """The manifest's ``env_spec`` for an env's spec (None without a spec).
 
     Keys: ``id``, ``kwargs``, ``max_episode_steps`` (as before), the rest of
     ``EnvSpec.to_json()`` when it works, ``additional_wrappers`` (``name``, ``entry_point``,
-    ``kwargs``: null for a wrapper that does not record its arguments), ``missing_kwargs``
+    ``kwargs``: null for a wrapper that does not record its arguments, ``{}`` for one whose
+    ``__init__`` takes only ``env``), ``missing_kwargs``
     (env kwargs left out, name to repr), and ``module`` (the entry point's module).
     """
     if spec is None:
@@ -142,6 +175,9 @@ def capture_spec(spec: Any) -> dict[str, Any] | None:
                "additional_wrappers": wrappers}
         if missing:
             out["missing_kwargs"] = missing
+    for w in out.get("additional_wrappers") or ():
+        if isinstance(w, dict) and w.get("kwargs") is None and _takes_only_env(w.get("entry_point")):
+            w["kwargs"] = {}  # nothing to record: wrapper(env) rebuilds it exactly
     out["module"] = _entry_module(spec.entry_point)
     if USER_MODULES:
         out["imports"] = list(USER_MODULES)

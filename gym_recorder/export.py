@@ -71,6 +71,21 @@ def dir_bytes(directory: str | os.PathLike[str]) -> int:
                    if e.is_file(follow_symlinks=False))
 
 
+def _space_text(space: Any, desc: Any) -> str | None:
+    """A space as text; for one that holds a space gym_recorder does not know (so ``space`` is
+    None), what it is and which class, rather than nothing."""
+    from .spaces import unknown_space
+
+    if space is not None:
+        return str(space)
+    unknown = unknown_space(desc)
+    if unknown is None:
+        return None
+    path, cls = unknown
+    where = f"{desc.get('type')} holding {cls} at {path}" if path else cls
+    return f"{where} (a space gym_recorder does not know: not rebuilt)"
+
+
 def _writer_spaces(writer: dict[str, Any]) -> tuple[str | None, str | None]:
     """A writer's spaces as text (from its manifest), for the per-env summary."""
     from .spaces import build_space
@@ -79,11 +94,12 @@ def _writer_spaces(writer: dict[str, Any]) -> tuple[str | None, str | None]:
         return None, None
     out = []
     for key in ("observation_space", "action_space"):
+        desc = writer["manifest"].get(key)
         try:
-            space = build_space(writer["manifest"].get(key), key)
+            space = build_space(desc, key)
         except FormatError:
-            space = None
-        out.append(None if space is None else str(space))
+            space = desc = None
+        out.append(_space_text(space, desc))
     return out[0], out[1]
 
 
@@ -119,6 +135,7 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         obs_space, act_space = reader.observation_space, reader.action_space
         env_id = reader.env_id
         spaces = [_writer_spaces(w) for w in writers]
+        first = next((w["manifest"] for w in writers if not w["legacy"]), None) or {}
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
                     "vector": w["manifest"].get("vector") if not w["legacy"] else None}
@@ -129,6 +146,7 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         r["env_id"] = writers[r["writer"]]["env_id"]
     if len(envs) > 1:  # several envs: no single env id or spaces for the whole directory
         env_id = obs_space = act_space = None
+        first = {}
     returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None], dtype=float)
     return {
         "directory": os.fspath(directory),
@@ -136,8 +154,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "episodes": len(rows),
         "steps": int(sum(r["length"] for r in rows)),
         "bytes": dir_bytes(directory),
-        "observation_space": None if obs_space is None else str(obs_space),
-        "action_space": None if act_space is None else str(act_space),
+        "observation_space": _space_text(obs_space, first.get("observation_space")),
+        "action_space": _space_text(act_space, first.get("action_space")),
         "total_reward_mean": float(returns.mean()) if returns.size else None,
         "total_reward_min": float(returns.min()) if returns.size else None,
         "total_reward_max": float(returns.max()) if returns.size else None,

@@ -30,11 +30,11 @@ import numpy as np
 
 from .errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
                      RecorderError, UnsupportedSpaceError)
-from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder
+from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, fill_env_only_wrappers
 from .export import _require
 from .reader import RecordingReader
 from .selection import SelectionSource, episode_indices, selection_source
-from .spaces import describe_space
+from .spaces import describe_space, unknown_space
 
 __all__ = ["export_minari", "import_minari", "import_env_module"]
 
@@ -50,7 +50,7 @@ def import_env_module(env_id: str | None) -> None:
         importlib.import_module(env_id.split(":", 1)[0])
 
 
-def _check_space(space: Any, where: str) -> None:
+def _check_space(space: Any, where: str, desc: Any = None) -> None:
     def walk(desc: Any) -> None:
         if isinstance(desc, dict):
             if desc.get("type") == "unknown":
@@ -62,6 +62,12 @@ def _check_space(space: Any, where: str) -> None:
             for v in desc:
                 walk(v)
     if space is None:
+        unknown = unknown_space(desc)
+        if unknown is not None:  # (minigrid's MissionSpace in its Dict observation)
+            path, cls = unknown
+            raise UnsupportedSpaceError(f"{where}{path} is a {cls}, a space gym_recorder does "
+                                        f"not know (its values are recorded and read back, but "
+                                        f"the space is not rebuilt): Minari cannot store it")
         raise UnsupportedSpaceError(f"{where}: no space recorded")
     walk(describe_space(space))
 
@@ -243,7 +249,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         source = selection_source(reader, chosen)  # (EmptySelectionError for no episodes)
         for space, what in ((source.observation_space, "observation space"),
                             (source.action_space, "action space")):
-            _check_space(space, f"{directory}: {what}")
+            _check_space(space, f"{directory}: {what}",
+                         source.manifest.get(what.replace(" ", "_")))
             _check_minari_space(space, f"{directory}: {what}")
         buffers: list[Any] = []
         steps, skipped = 0, []
@@ -265,10 +272,15 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             raise EmptySelectionError(f"{directory}: every selected episode has 0 steps (a reset "
                                       f"then a reset or close); Minari needs at least one step")
         env = _env_for(source, dropped)
+        spec = env.spec if env is not None else None
+        if spec is not None and any(w.kwargs is None for w in spec.additional_wrappers):
+            # env.spec lists env-only wrappers (minigrid's ImgObsWrapper) without kwargs, which
+            # gymnasium.make (recover_environment) refuses: Minari gets the spec that has them
+            spec = fill_env_only_wrappers(spec)
         kwargs: dict[str, Any] = dict(
-            env=env, observation_space=source.observation_space,
-            action_space=source.action_space, data_format="hdf5",
-            eval_env=env.spec if env is not None else None,
+            env=env if spec is None or spec == env.spec else spec,
+            observation_space=source.observation_space,
+            action_space=source.action_space, data_format="hdf5", eval_env=spec,
             algorithm_name="recorded with gym_recorder",
             description=description or f"Exported by gym_recorder from {directory}.")
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:

@@ -90,7 +90,10 @@ def make_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *,
             return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", **kwargs)
         return gym.make(env_id, **kwargs)
     except (gym.error.Error, ImportError, TypeError, ValueError) as e:
-        raise ReplayError(f"cannot make env {env_id!r}: {e}") from e
+        # (ale_py, minigrid, highway_env, ... register their ids only when imported)
+        hint = (" (if a package registers it, pass --import PACKAGE, e.g. --import ale_py)"
+                if isinstance(e, gym.error.UnregisteredEnv) else "")
+        raise ReplayError(f"cannot make env {env_id!r}: {e}{hint}") from e
 
 
 def load_policy(spec: str) -> Callable[[Any], Any]:

@@ -171,6 +171,31 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
+def unknown_space(desc: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
+    """The first ``unknown`` space in a description, as ``(path, class)`` (path like
+    ``"['mission']"``, "" for the space itself), or None: why :func:`build_space` gives None."""
+    if not isinstance(desc, dict) or depth > MAX_NESTING:
+        return None
+    kind = desc.get("type")
+    if kind == "unknown":
+        return path, str(desc.get("class"))
+    subs: list[tuple[str, Any]] = []
+    if kind == "Dict" and isinstance(desc.get("spaces"), list):
+        subs = [(f"[{kv[0]!r}]", kv[1]) for kv in desc["spaces"]
+                if isinstance(kv, list) and len(kv) == 2]
+    elif kind in ("Tuple", "OneOf") and isinstance(desc.get("spaces"), list):
+        subs = [(f"[{i}]", sub) for i, sub in enumerate(desc["spaces"])]
+    elif kind == "Sequence":
+        subs = [(".feature_space", desc.get("space"))]
+    elif kind == "Graph":
+        subs = [(".node_space", desc.get("node_space")), (".edge_space", desc.get("edge_space"))]
+    for p, sub in subs:
+        found = unknown_space(sub, path + p, depth + 1)
+        if found:
+            return found
+    return None
+
+
 def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[Any] | None:
     """Rebuilds a gymnasium space from its description; ``None`` for an ``unknown`` space.
 

@@ -197,6 +197,20 @@ def test_record_unknown_env_one_line(tmp_path, capsys):
     assert len(lines) == 1 and "cannot make env 'NoSuchEnv-v0'" in lines[0]
 
 
+def test_record_unregistered_env_suggests_import(tmp_path, capsys):
+    """ale_py, minigrid, highway_env register their ids only when imported: 'ALE/Pong-v5' said
+    "Namespace ALE not found. Have you installed the proper package for ALE?" though it was
+    installed. The line says to pass --import; another cause of failure gets no such hint."""
+    for env_id in ("NoSuchNamespace/Game-v5", "NoSuchEnv-v0"):
+        assert cli.main(["record", env_id, "-d", str(tmp_path / "r"), "--steps", "2"]) == 1
+        lines = error_lines(capsys)
+        assert len(lines) == 1 and "pass --import PACKAGE" in lines[0], lines
+    assert cli.main(["record", "CartPole-v1", "-d", str(tmp_path / "r"), "--steps", "2",
+                     "--env-kwargs", '{"no_such_kwarg": 1}']) == 1
+    lines = error_lines(capsys)
+    assert len(lines) == 1 and "--import" not in lines[0], lines
+
+
 def test_record_vector_env_and_replay(tmp_path, capsys):
     pytest.importorskip("gym_recorder.vector", reason="gym_recorder.vector not written yet")
     d = tmp_path / "vec"
@@ -571,3 +585,45 @@ def test_readme_export_example_indexes_episodes(cartpole, tmp_path, monkeypatch)
             np.testing.assert_array_equal(scope["obs"], ep.observations)
             np.testing.assert_array_equal(scope["act"], ep.actions)
             scope["d"].close()
+
+
+class _MissionLike(gym.spaces.Space):
+    """Like minigrid's MissionSpace: a Space[str] that gym_recorder does not know."""
+
+    def __init__(self):
+        super().__init__(None, None)
+
+    def sample(self, mask=None, probability=None):
+        return "get to the goal"
+
+    def contains(self, x):
+        return isinstance(x, str)
+
+
+def test_info_names_a_space_it_cannot_rebuild(tmp_path, capsys):
+    """A Dict observation holding an unknown space (minigrid's mission) was shown as "-" by info
+    (and null in --json): it names the Dict, the key and the class."""
+    from gym_recorder import RecordingWrapper
+
+    class Env(gym.Env):
+        observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (2, 2, 3),
+                                                                    np.uint8),
+                                             "mission": _MissionLike()})
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return {"image": np.zeros((2, 2, 3), np.uint8), "mission": "go"}, {}
+
+        def step(self, action):
+            return {"image": np.ones((2, 2, 3), np.uint8), "mission": "go"}, 0.0, True, False, {}
+
+    with RecordingWrapper(Env(), tmp_path) as rec:
+        rec.reset(seed=0)
+        rec.step(0)
+    assert cli.main(["info", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expect = "Dict holding test_cli._MissionLike at ['mission'] (a space gym_recorder does not know"
+    assert out["observation_space"].startswith(expect), out["observation_space"]
+    assert out["envs"][0]["observation_space"].startswith(expect)
+    assert out["action_space"] == "Discrete(2)"

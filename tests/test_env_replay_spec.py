@@ -66,6 +66,44 @@ def test_a_wrapper_that_cannot_be_rebuilt_is_named(tmp_path):
     assert "wrapper TransformObservation" in checks[0].message and "func=" in checks[0].message
 
 
+class EnvOnlyWrapper(gym.ObservationWrapper):
+    """Like minigrid's ImgObsWrapper: not a RecordConstructorArgs, but takes only ``env``."""
+
+    def __init__(self, env):
+        super().__init__(env)
+
+    def observation(self, observation):
+        return observation * 2
+
+
+class WrapperWithArgument(gym.ObservationWrapper):
+    """Not a RecordConstructorArgs, with an argument: it cannot be rebuilt."""
+
+    def __init__(self, env, scale=2.0):
+        super().__init__(env)
+        self.scale = scale
+
+    def observation(self, observation):
+        return observation * self.scale
+
+
+def test_a_wrapper_taking_only_env_is_rebuilt(tmp_path):
+    """A wrapper whose __init__ takes only env (minigrid's ImgObsWrapper) has no arguments to
+    record: replay rebuilds it as wrapper(env). Every such episode was skipped ("does not record
+    its constructor arguments"). One with another argument is still named and skipped."""
+    _record(EnvOnlyWrapper(gym.make("CartPole-v1")), tmp_path / "only", steps=30)
+    with RecordingReader(tmp_path / "only") as reader:
+        (w,) = reader.writers[0]["manifest"]["env_spec"]["additional_wrappers"]
+    assert w["name"] == "EnvOnlyWrapper" and w["kwargs"] == {}
+    checks = list(replay_recording(tmp_path / "only"))
+    assert checks and all(c.status == "match" for c in checks), [c.message for c in checks]
+
+    _record(WrapperWithArgument(gym.make("CartPole-v1"), 3.0), tmp_path / "arg", steps=10)
+    checks = list(replay_recording(tmp_path / "arg"))
+    assert checks and all(c.status == "skipped" for c in checks)
+    assert "WrapperWithArgument" in checks[0].message and "constructor" in checks[0].message
+
+
 PACKAGE = {
     "tinyenvs/__init__.py": """
         import gymnasium as gym

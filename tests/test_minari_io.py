@@ -460,3 +460,79 @@ def test_export_keeps_the_recorded_wrappers_or_leaves_the_env_out(tmp_path, mina
     assert "TransformObservation" in result["dropped"]["<env spec>"]
     ds = minari.load_dataset("test/lam-v0")
     assert ds.env_spec is None and ds.observation_space == box
+
+
+class _EnvOnlyWrapper(gym.ObservationWrapper):
+    """Like minigrid's ImgObsWrapper: not a RecordConstructorArgs, but takes only ``env``."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = env.observation_space["position"]
+
+    def observation(self, observation):
+        return observation["position"]
+
+
+def test_export_keeps_a_wrapper_that_takes_only_env(tmp_path, minari_root):
+    """env.spec lists such a wrapper with kwargs None, which gymnasium.make refuses: the dataset's
+    spec has kwargs {} instead, so recover_environment() works (it raised "does not inherit from
+    RecordConstructorArgs"; before replay rebuilt such wrappers the env was left out)."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.minari_io import export_minari
+
+    env = RecordingWrapper(_EnvOnlyWrapper(gym.make("sample_envs/NestedDict-v0",
+                                                    episode_length=4)), tmp_path / "rec")
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    for _ in range(4):
+        env.step(env.action_space.sample())
+    env.close()
+    assert export_minari(tmp_path / "rec", "test/envonly-v0")["dropped"] == {}
+    ds = minari.load_dataset("test/envonly-v0")
+    (w,) = ds.env_spec.additional_wrappers
+    assert w.name == "_EnvOnlyWrapper" and w.kwargs == {}
+    env = ds.recover_environment()
+    assert env.observation_space == ds.observation_space
+    env.close()
+
+
+class _MissionLike(gym.spaces.Space):
+    """Like minigrid's MissionSpace: a Space[str] that gym_recorder does not know."""
+
+    def __init__(self):
+        super().__init__(None, None)
+
+    def sample(self, mask=None, probability=None):
+        return "go"
+
+    def contains(self, x):
+        return isinstance(x, str)
+
+
+def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
+    """minigrid's Dict observation holds a MissionSpace: the export said "observation space: no
+    space recorded"; it names the key and the class."""
+    need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.minari_io import export_minari
+
+    class Env(gym.Env):
+        observation_space = gym.spaces.Dict({"direction": gym.spaces.Discrete(4),
+                                             "mission": _MissionLike()})
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return {"direction": 0, "mission": "go"}, {}
+
+        def step(self, action):
+            return {"direction": 1, "mission": "go"}, 0.0, True, False, {}
+
+    with RecordingWrapper(Env(), tmp_path / "rec") as rec:
+        rec.reset(seed=0)
+        rec.step(0)
+    with pytest.raises(UnsupportedSpaceError, match=r"observation space\['mission'\] is a "
+                       r"test_minari_io._MissionLike, a space gym_recorder does not know"):
+        export_minari(tmp_path / "rec", "test/mission-v0")
