@@ -235,3 +235,16 @@ def run_random(env: gym.Env, steps: int, seed: int = 0, reset_seed: int | None =
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
+
+
+class MissionLike(gym.spaces.Space):
+    """Like minigrid's MissionSpace: a Space[str] that gym_recorder does not know."""
+
+    def __init__(self):
+        super().__init__(None, None)
+
+    def sample(self, mask=None, probability=None):
+        return "go"
+
+    def contains(self, x):
+        return isinstance(x, str)

@@ -23,6 +23,7 @@ import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder import cli
+from conftest import MissionLike
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("record", "info", "replay", "plot", "video", "export", "verify", "repair")
@@ -587,19 +588,6 @@ def test_readme_export_example_indexes_episodes(cartpole, tmp_path, monkeypatch)
             scope["d"].close()
 
 
-class _MissionLike(gym.spaces.Space):
-    """Like minigrid's MissionSpace: a Space[str] that gym_recorder does not know."""
-
-    def __init__(self):
-        super().__init__(None, None)
-
-    def sample(self, mask=None, probability=None):
-        return "get to the goal"
-
-    def contains(self, x):
-        return isinstance(x, str)
-
-
 def test_info_names_a_space_it_cannot_rebuild(tmp_path, capsys):
     """A Dict observation holding an unknown space (minigrid's mission) was shown as "-" by info
     (and null in --json): it names the Dict, the key and the class."""
@@ -608,7 +596,7 @@ def test_info_names_a_space_it_cannot_rebuild(tmp_path, capsys):
     class Env(gym.Env):
         observation_space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (2, 2, 3),
                                                                     np.uint8),
-                                             "mission": _MissionLike()})
+                                             "mission": MissionLike()})
         action_space = gym.spaces.Discrete(2)
 
         def reset(self, *, seed=None, options=None):
@@ -623,7 +611,7 @@ def test_info_names_a_space_it_cannot_rebuild(tmp_path, capsys):
         rec.step(0)
     assert cli.main(["info", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    expect = "Dict holding test_cli._MissionLike at ['mission'] (a space gym_recorder does not know"
+    expect = "Dict holding conftest.MissionLike at ['mission'] (a space gym_recorder does not know"
     assert out["observation_space"].startswith(expect), out["observation_space"]
     assert out["envs"][0]["observation_space"].startswith(expect)
     assert out["action_space"] == "Discrete(2)"

@@ -13,6 +13,7 @@ from gym_recorder.errors import OutputExistsError
 
 from needs import need_module
 from training_helpers import assert_tree, record
+from conftest import MissionLike
 
 
 @pytest.fixture
@@ -497,19 +498,6 @@ def test_export_keeps_a_wrapper_that_takes_only_env(tmp_path, minari_root):
     env.close()
 
 
-class _MissionLike(gym.spaces.Space):
-    """Like minigrid's MissionSpace: a Space[str] that gym_recorder does not know."""
-
-    def __init__(self):
-        super().__init__(None, None)
-
-    def sample(self, mask=None, probability=None):
-        return "go"
-
-    def contains(self, x):
-        return isinstance(x, str)
-
-
 def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
     """minigrid's Dict observation holds a MissionSpace: the export said "observation space: no
     space recorded"; it names the key and the class."""
@@ -520,7 +508,7 @@ def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
 
     class Env(gym.Env):
         observation_space = gym.spaces.Dict({"direction": gym.spaces.Discrete(4),
-                                             "mission": _MissionLike()})
+                                             "mission": MissionLike()})
         action_space = gym.spaces.Discrete(2)
 
         def reset(self, *, seed=None, options=None):
@@ -534,5 +522,5 @@ def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
         rec.reset(seed=0)
         rec.step(0)
     with pytest.raises(UnsupportedSpaceError, match=r"observation space\['mission'\] is a "
-                       r"test_minari_io._MissionLike, a space gym_recorder does not know"):
+                       r"conftest.MissionLike, a space gym_recorder does not know"):
         export_minari(tmp_path / "rec", "test/mission-v0")
