@@ -229,6 +229,10 @@ def decode_value(obj: Any, source: ArraySource, where: str = "value", depth: int
 
 
 _SCALARS = (type(None), bool, int, float, str, bytes)
+# Values kept as they are (immutable, storable): the plain scalars and numpy's scalar types of
+# the kinds a VALUE holds (an info of numpy floats is snapshotted without a call per value).
+_KEPT = frozenset(_SCALARS) | frozenset(
+    np.dtype(c).type for c in "?bhilqBHILQefdgFDG") | {np.str_, np.bytes_}
 
 
 def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
@@ -247,7 +251,9 @@ def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
             raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
         return value.copy()
     if t is dict:
-        return {k: snapshot(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+        # (the names of the values are made only for the values that are not kept as they are)
+        return {k: v if type(v) in _KEPT else snapshot(v, f"{where}[{k!r}]", depth + 1)
+                for k, v in value.items()}
     if t is list:
         return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     if t is tuple:
@@ -279,8 +285,9 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
         if not isinstance(info, dict):
             raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
         info = dict(info)
-    for key in info:
+    copied: dict[str, Any] = {}
+    for key, v in info.items():  # (snapshot's dict case, with the key check, in one pass)
         if type(key) is not str:
             raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-    copied: dict[str, Any] = snapshot(info, where)
+        copied[key] = v if type(v) in _KEPT else snapshot(v, f"{where}[{key!r}]", 1)
     return copied

@@ -52,3 +52,14 @@ def test_tiny_benchmark_prints_every_target(tmp_path):
     assert not doc["stress"]["cold_errors"]
     # Nothing is left behind in the work directory but the JSON.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_info_benchmark_runs_and_prints_its_figures():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "bench_infos.py"), "--steps", "300",
+         "--repeats", "1"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("bare step:", "added, infos recorded:", "added, record_infos=False:",
+                  "the five info values:"):
+        assert sum(ln.startswith(label) for ln in proc.stdout.splitlines()) == 1, proc.stdout
