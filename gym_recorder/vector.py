@@ -52,14 +52,6 @@ def _is_mask(value: Any, num_envs: int) -> TypeGuard[np.ndarray]:
     return type(value) is np.ndarray and value.dtype == np.bool_ and value.shape == (num_envs,)
 
 
-def _item(value: Any, i: int, num_envs: int) -> Any:
-    if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == num_envs:
-        return value[i]
-    if type(value) in (list, tuple) and len(value) == num_envs:
-        return value[i]
-    return value
-
-
 def unstack_info(info: dict[str, Any], num_envs: int, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Splits a vector env's info dict into one info dict per sub-environment.
 
@@ -84,14 +76,20 @@ def unstack_info(info: dict[str, Any], num_envs: int, skip: tuple[str, ...] = ()
         if type(key) is str and key[:1] == "_" and key[1:] in info and _is_mask(value, num_envs):
             continue  # the presence mask of key[1:]
         mask = info.get("_" + key) if type(key) is str else None
-        present = range(num_envs) if not _is_mask(mask, num_envs) else np.flatnonzero(mask).tolist()
+        present: Any = (range(num_envs) if not _is_mask(mask, num_envs)
+                        else [i for i, has in enumerate(mask.tolist()) if has])
         if isinstance(value, dict):
-            subs = unstack_info(value, num_envs)
-            for i in present:
-                out[i][key] = subs[i]
+            items: Any = unstack_info(value, num_envs)
+        elif isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == num_envs:
+            items = list(value)  # (numpy scalars, or rows, as value[i] gives them: at C speed)
+        elif type(value) in (list, tuple) and len(value) == num_envs:
+            items = value
         else:
             for i in present:
-                out[i][key] = _item(value, i, num_envs)
+                out[i][key] = value
+            continue
+        for i in present:
+            out[i][key] = items[i]
     return out
 
 
