@@ -243,11 +243,11 @@ def test_parquet_images_keep_their_shape_in_polars_and_hugging_face_datasets(tmp
                                                        "episode_length": 5})
     export_parquet(rec, tmp_path / "out")
     t, cols = _expected(rec)
-    pl = pytest.importorskip("polars")  # (not a dependency: checked where installed)
+    pl = need_module("polars", 'pip install ".[test]"')
     frame = pl.read_parquet(tmp_path / "out" / "data" / "*.parquet")
     obs = frame["obs"].to_numpy()
     assert obs.dtype == np.uint8 and np.array_equal(obs, cols["obs"])
-    hf = pytest.importorskip("datasets")
+    hf = need_module("datasets", 'pip install ".[test]"')
     ds = hf.load_dataset("parquet", data_dir=str(tmp_path / "out" / "data"), split="train",
                          cache_dir=str(tmp_path / "hf_cache"))
     assert ds.features["obs"].feature.feature.feature.dtype == "uint8"
