@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import FormatError, OutputExistsError, RecorderError, StorageError
+from .errors import FormatError, OutputExistsError, RecorderError, StorageError, install_hint
 from .fileio import loads, open_regular
 from .format import MANIFEST_SUFFIX, MAX_JSON_BYTES, check_plain_name
 
@@ -49,8 +49,8 @@ def _fsspec() -> Any:
     try:
         import fsspec
     except ImportError as e:  # pragma: no cover - depends on the installation
-        raise ImportError(f"reading or writing a URL needs fsspec: pip install "
-                          f"\"gymnasium-recorder[cloud]\" ({e})") from e
+        raise ImportError(f"reading or writing a URL needs fsspec: {install_hint('cloud')} "
+                          f"({e})") from e
     return fsspec
 
 

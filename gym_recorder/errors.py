@@ -67,6 +67,16 @@ def write_error(message: str, cause: BaseException | None) -> WriteError:
     return err
 
 
+def install_hint(extra: str) -> str:
+    """How to install an extra, as the messages of a missing optional dependency say it.
+
+    The distribution is not on the package index yet (``gymnasium-recorder`` there would be
+    "not found"), so the command that works is the checkout's, as the README's.
+    """
+    return (f'python -m pip install ".[{extra}]" in the gym_recorder checkout '
+            f"(gymnasium-recorder[{extra}] once it is published)")
+
+
 class StorageError(RecorderError, OSError):
     """Object storage could not be used: unreachable, credentials refused (the message names the URL)."""
 

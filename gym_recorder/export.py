@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .envgroups import group_envs
-from .errors import FormatError, RecorderError
+from .errors import FormatError, RecorderError, install_hint
 from .reader import RecordingReader
 
 __all__ = [
@@ -57,7 +57,7 @@ def _require(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError as e:
         raise MissingExtraError(f"{module} is not installed; install it with: "
-                                f"pip install 'gymnasium-recorder[{extra}]'") from e
+                                f"{install_hint(extra)}") from e
 
 
 def _finite(x: float) -> float | None:

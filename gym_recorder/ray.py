@@ -55,6 +55,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from .errors import install_hint
 from .ray_blocks import TaskSpec, check_columnar, column_dtypes, read_block
 from .ray_record import ParallelSummary, record_parallel, worker_seeds
 
@@ -75,8 +76,7 @@ def _ray() -> Any:
         import ray
         import ray.data  # noqa: F401
     except ImportError as e:  # pragma: no cover - depends on the installation
-        raise ImportError(f"gym_recorder.ray needs Ray Data: pip install "
-                          f"\"gymnasium-recorder[ray]\" ({e})") from e
+        raise ImportError(f"gym_recorder.ray needs Ray Data: {install_hint('ray')} ({e})") from e
     return ray
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import install_hint
+
 __all__ = ["record_parallel", "ParallelSummary", "worker_seeds", "SEED_BOUND"]
 
 # The largest seed handed to a worker: gymnasium and numpy take any non-negative int, but some
@@ -25,8 +27,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as e:  # pragma: no cover - depends on the installation
-        raise ImportError(f"record_parallel needs Ray: pip install \"gymnasium-recorder[ray]\" "
-                          f"({e})") from e
+        raise ImportError(f"record_parallel needs Ray: {install_hint('ray')} ({e})") from e
     return ray
 
 

@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Protocol, runtime_checkable
 
-from .errors import FormatError
+from .errors import FormatError, install_hint
 from .fileio import open_regular
 
 __all__ = ["Storage", "LocalStorage", "open_storage", "MAX_OPEN_FILES"]
@@ -224,8 +224,7 @@ def open_storage(location: str | os.PathLike[str] | Storage,
         except ModuleNotFoundError as e:
             if e.name not in ("gym_recorder.cloud", "fsspec"):
                 raise
-            raise ImportError(f"reading {text!r} needs fsspec: pip install "
-                              "'gymnasium-recorder[cloud]'") from e
+            raise ImportError(f"reading {text!r} needs fsspec: {install_hint('cloud')}") from e
         return FsspecStorage(text, storage_options)
     if storage_options:
         raise ValueError(f"storage_options apply to URLs only, got {storage_options!r} for the "

@@ -42,8 +42,8 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[object]:
     """A local Ray cluster with 2 CPUs, shared by every test of the session."""
-    ray = need_module("ray", 'pip install "gym_recorder[ray]"')
-    need_module("ray.data", 'pip install "gym_recorder[ray]"')
+    ray = need_module("ray", 'pip install ".[ray]"')
+    need_module("ray.data", 'pip install ".[ray]"')
     tests_dir = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(tests_dir)
     # Workers import gym_recorder and sample_envs from this checkout, and the tests' helpers.
@@ -84,8 +84,8 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def _moto_server() -> Iterator[tuple[object, str]]:
-    need_module("s3fs", 'pip install "gym_recorder[cloud]"')
-    need_module("boto3", 'pip install "gym_recorder[test]"')
+    need_module("s3fs", 'pip install ".[cloud]"')
+    need_module("boto3", 'pip install ".[test]"')
     server_mod = need_module("moto.server", 'pip install "moto[server]"')
     port = free_port()
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -380,8 +380,20 @@ def test_plot_png_decodes_with_the_requested_size(cartpole, tmp_path, capsys):
 def test_missing_extra_names_it(cartpole, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     assert cli.main(["plot", str(cartpole), "-o", str(tmp_path / "r.png")]) == 1
+    # The command named is the checkout's: gymnasium-recorder is not on the package index yet,
+    # where `pip install 'gymnasium-recorder[plot]'` says "No matching distribution found".
     assert error_lines(capsys) == ["gym-recorder plot: error: matplotlib is not installed; "
-                                   "install it with: pip install 'gymnasium-recorder[plot]'"]
+                                   'install it with: python -m pip install ".[plot]" in the '
+                                   "gym_recorder checkout (gymnasium-recorder[plot] once it is "
+                                   "published)"]
+
+
+def test_missing_cloud_extra_names_the_checkout_install(cartpole, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fails
+    monkeypatch.delitem(sys.modules, "gym_recorder.cloud", raising=False)
+    assert cli.main(["push", str(cartpole), "file:///nowhere/x"]) == 1
+    (line,) = error_lines(capsys)
+    assert 'python -m pip install ".[cloud]" in the gym_recorder checkout' in line, line
 
 
 # -- video -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from conftest import ROOT
 
 
 def _cloud():
-    need_module("fsspec", 'pip install "gym_recorder[cloud]"')
+    need_module("fsspec", 'pip install ".[cloud]"')
     from gym_recorder import cloud
 
     return cloud

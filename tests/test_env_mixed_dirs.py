@@ -91,7 +91,7 @@ def test_export_needs_an_env_and_exports_only_its_episodes(mixed, tmp_path_facto
 
 
 def test_plot_draws_one_series_per_env(mixed, tmp_path_factory):
-    need_module("matplotlib", "pip install 'gym_recorder[plot]'")
+    need_module("matplotlib", 'pip install ".[plot]"')
     import matplotlib
 
     d, _, _ = mixed

@@ -58,7 +58,7 @@ def test_readme_vector_example_replays_and_films(tmp_path):
 
 
 def test_readme_vector_example_from_the_cli(tmp_path):
-    need_module("imageio", "pip install 'gym_recorder[video]'")
+    need_module("imageio", 'pip install ".[video]"')
     script = ("import gymnasium as gym\n"
               "from gym_recorder import RecordingVectorWrapper\n"
               f"envs = RecordingVectorWrapper(gym.make_vec('CartPole-v1', num_envs=4), {str(tmp_path / 'rec')!r})\n"

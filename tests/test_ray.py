@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 
 def _ray_mod():
-    need_module("ray.data", 'pip install "gym_recorder[ray]"')
+    need_module("ray.data", 'pip install ".[ray]"')
     from gym_recorder import ray as gr_ray
 
     return gr_ray

@@ -1,10 +1,13 @@
 """The README's shown commands still run and still print what the README shows.
 
-Every ``$ gym-recorder ...`` line of the README's examples is run in order in a scratch directory
-(as ``python -m gym_recorder``), and its output is compared with the lines shown under it:
-writer prefixes, byte counts and the shortened ``--json`` output aside, and ``...`` standing for
-any lines. Commands that need an extra (plot, video) or a person (Ctrl-C) are left out; so is
-the install step of the first command, whose other commands run as given.
+As a newcomer walks the README: the first command (its install step aside) runs in a scratch
+directory, then every ``$ gym-recorder ...`` line of the README's examples (as
+``python -m gym_recorder``) and every Python snippet that needs only the core, in the README's
+order and in that same directory, so that a snippet writing into a directory that later examples
+read is caught. Each command's output is compared with the lines shown under it: writer
+prefixes and the shortened ``--json`` output aside, byte counts within what a writer prefix's
+pid moves them, and ``...`` standing for any lines. Commands that need an extra (plot, video) or
+a person (Ctrl-C) are left out, and snippets that need torch, Ray or a server.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,16 +31,15 @@ LEFT_OUT = {"plot": "needs the [plot] extra", "video": "needs the [video] extra"
 _PREFIX = re.compile(r"openaigym\.trace\.[0-9T]+\.[0-9]+\.[0-9a-f]+")
 
 
-def _blocks(text: str) -> list[list[str]]:
-    """The README's fenced blocks that are not Python, as lists of lines."""
+def _fenced(text: str) -> list[tuple[str, list[str]]]:
+    """The README's fenced blocks in order, as (language, lines)."""
     blocks, current, lang = [], None, ""
     for line in text.splitlines():
         if line.startswith("```"):
             if current is None:
                 current, lang = [], line[3:].strip()
             else:
-                if lang != "python":
-                    blocks.append(current)
+                blocks.append((lang, current))
                 current = None
             continue
         if current is not None:
@@ -46,19 +47,63 @@ def _blocks(text: str) -> list[list[str]]:
     return blocks
 
 
-def shown_sessions() -> list[tuple[str, list[str]]]:
-    """Each ``$ command`` of the README with the output lines shown under it."""
+def _blocks(text: str) -> list[list[str]]:
+    """The README's fenced blocks that are not Python, as lists of lines."""
+    return [lines for lang, lines in _fenced(text) if lang != "python"]
+
+
+# Snippets left out: they need torch, Ray (its own test: tests/test_ray.py) or an S3 server.
+_SNIPPET_NEEDS = ("import torch", "gym_recorder.ray", "s3://")
+
+
+def _runnable_snippet(lines: list[str]) -> bool:
+    """A whole program (it imports what it uses) that needs only the core."""
+    code = "\n".join(lines)
+    return (bool(lines) and lines[0].startswith(("import ", "from "))
+            and not any(need in code for need in _SNIPPET_NEEDS))
+
+
+def _sessions(lines: list[str]) -> list[tuple[str, list[str]]]:
     sessions: list[tuple[str, list[str]]] = []
-    for block in _blocks(README.read_text()):
-        for line in block:
-            if line.startswith("$ "):
-                sessions.append((line[2:], []))
-            elif sessions and block[0].startswith("$ "):
-                sessions[-1][1].append(line)
+    for line in lines:
+        if line.startswith("$ "):
+            sessions.append((line[2:], []))
+        elif sessions and lines[0].startswith("$ "):
+            sessions[-1][1].append(line)
     for _, shown in sessions:
         while shown and not shown[-1].strip():
             shown.pop()
     return sessions
+
+
+def walk() -> list[tuple[str, object]]:
+    """The README in order: ("python", code) for runnable snippets, ("session", (cmd, shown))."""
+    steps: list[tuple[str, object]] = []
+    for lang, lines in _fenced(README.read_text()):
+        if lang == "python":
+            if _runnable_snippet(lines):
+                steps.append(("python", "\n".join(lines)))
+        elif lang != "js":
+            steps.extend(("session", session) for session in _sessions(lines))
+    return steps
+
+
+def shown_sessions() -> list[tuple[str, list[str]]]:
+    """Each ``$ command`` of the README with the output lines shown under it."""
+    return [session for block in _blocks(README.read_text()) for session in _sessions(block)]
+
+
+_BYTES = re.compile(r"([\d,]+) bytes|bytes on disk +([\d,]+)")
+
+
+def _byte_counts(text: str) -> list[int]:
+    return [int((a or b).replace(",", "")) for a, b in _BYTES.findall(text)]
+
+
+def _bytes_close(shown: int, actual: int) -> bool:
+    # A writer prefix holds the pid (its digits: about 55 bytes each in the CartPole recording)
+    # and the manifest the hostname; anything beyond that is the README out of date.
+    return abs(shown - actual) <= max(100, shown // 100)
 
 
 def _normalise(text: str) -> str:
@@ -90,31 +135,44 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def _tamper(directory: Path) -> None:
-    """What the README did to recordings/tampered: flip the action of episode 1's step 3."""
-    from test_cli import change_action
-
-    shutil.copytree(directory.parent / "cartpole", directory)
-    change_action(directory, episode=1, step=2)
-
-
-def test_the_first_command_runs_without_its_install_step(tmp_path):
+def _first_command_steps() -> list[str]:
     first = _blocks(README.read_text())[0]
     assert len(first) == 1 and first[0].startswith('python -m pip install ".[fast]" && ')
     steps = first[0].split(" && ")[1:]
     assert steps and all(step.startswith("python -m gym_recorder ") for step in steps)
+    return steps
+
+
+def test_the_first_command_runs_without_its_install_step(tmp_path):
+    steps = _first_command_steps()
+    outputs = []
     for step in steps:
         r = _run(step, tmp_path)
         assert r.returncode == 0, (step, r.stderr)
+        outputs.append(r.stdout)
     assert r.stdout.startswith("directory          recordings/cartpole\n")
+    # The README quotes what its record step prints (in "### record").
+    (quoted,) = re.findall(r"`(recorded 10 episodes, [^`]*)`", " ".join(README.read_text().split()))
+    assert _pattern([quoted]).fullmatch(_normalise(outputs[0]) + "\n"), (quoted, outputs[0])
+    (shown,), (actual,) = _byte_counts(quoted), _byte_counts(outputs[0])
+    assert _bytes_close(shown, actual), (quoted, outputs[0])
 
 
 def test_shown_commands_print_what_the_readme_shows(tmp_path):
-    sessions = shown_sessions()
-    assert len(sessions) >= 10
-    ran = 0
+    assert len(shown_sessions()) >= 10
+    for step in _first_command_steps():  # what the newcomer has run before reading on
+        assert _run(step, tmp_path).returncode == 0, step
+    ran = snippets = 0
     last = None
-    for command, shown in sessions:
+    for kind, item in walk():
+        if kind == "python":
+            r = subprocess.run([sys.executable, "-c", item], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=300,
+                               env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore"))
+            assert r.returncode == 0, (item, r.stderr)
+            snippets += 1
+            continue
+        command, shown = item
         if command == "echo $?":
             assert last is not None and [str(last.returncode)] == shown, command
             continue
@@ -123,8 +181,6 @@ def test_shown_commands_print_what_the_readme_shows(tmp_path):
             continue  # another program (the C reader: tests/test_c_reader.py runs it)
         if words[1] in LEFT_OUT or any(key in command for key in LEFT_OUT if " " in key):
             continue
-        if "recordings/tampered" in command:
-            _tamper(tmp_path / "recordings" / "tampered")
         last = r = _run(command, tmp_path)
         ran += 1
         if "--json" in command:  # shown shortened: the keys shown are there
@@ -136,9 +192,14 @@ def test_shown_commands_print_what_the_readme_shows(tmp_path):
         actual = _normalise(r.stdout + r.stderr) + "\n"
         assert _pattern(shown).fullmatch(actual), (
             f"{command}\n--- README shows:\n" + "\n".join(shown) + "\n--- it prints:\n" + actual)
+        if "..." not in shown:
+            said, got = _byte_counts("\n".join(shown)), _byte_counts(r.stdout + r.stderr)
+            assert len(said) == len(got) and all(map(_bytes_close, said, got)), (
+                command, said, got)
         if "tampered" not in command:
             assert r.returncode == 0, (command, r.stderr)
     assert ran >= 7
+    assert snippets >= 4  # Record, Read, the tampering, Training, Vector environments
 
 
 @pytest.mark.parametrize("key", sorted(LEFT_OUT))
