@@ -138,10 +138,11 @@ def _run_names(prefix: str, salvage: _Salvage, run: list[int]) -> tuple[str, str
 
 
 def _write_run(directory: str, prefix: str, salvage: _Salvage, run: list[int],
-               source_bin: str) -> None:
+               source_bin: str, keep_offsets: bool = False) -> None:
     """Writes one run of a salvaged batch, checks the new files like any batch, records it."""
     assert salvage.check.doc is not None
-    json_name, _ = write_batch(directory, prefix, salvage.check.doc, run, source_bin)
+    json_name, _ = write_batch(directory, prefix, salvage.check.doc, run, source_bin,
+                               keep_offsets)
     first = salvage.check.doc["first"] + run[0]
     check = _check_batch(directory, prefix, first, json_name, None)
     if not check.ok or check.info is None:
@@ -222,7 +223,9 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
                     damaged = "; ".join(check.bad[pos] for pos in sorted(check.bad)[:3])
                     salvages.append(_Salvage(check, runs, damaged or why))
                     to_move.append((names, ""))
-                    end = first + len(check.doc["episodes"]) if check.doc else end
+                    # (up to its last kept entry: a batch after that, which a killed repair
+                    # wrote from this one's entries while its .bin was being replaced, stays)
+                    end = first + max(r[-1] for r in runs) + 1
                     if header is None and check.header is not None:
                         header = _header_of(check.header, prefix)
                     continue
@@ -311,7 +314,9 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
                 move(names, why)
         for salvage, run in deferred:
             bin_name = salvage.check.bin_name
-            _write_run(directory, prefix, salvage, run, where_now[bin_name])
+            # (its arrays keep their offsets: see write_batch's keep_offsets)
+            _write_run(directory, prefix, salvage, run, where_now[bin_name],
+                       keep_offsets=_run_names(prefix, salvage, run)[1] == bin_name)
         final = commit()
     for salvage in salvages:
         doc = salvage.check.doc

@@ -67,8 +67,14 @@ def _refs(obj: Any, out: list[dict[str, Any]]) -> None:
 
 
 def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int],
-                source_bin: str) -> tuple[str, str]:
+                source_bin: str, keep_offsets: bool = False) -> tuple[str, str]:
     """Writes the entries at positions ``run`` of batch ``doc`` as a new batch.
+
+    With ``keep_offsets`` (a run that takes the damaged batch's own names, so its files replace
+    the damaged ones one at a time), every array keeps its offset and the bytes no kept array
+    covers are zeroed, the file ending at the last kept array: a repair killed after the new
+    .bin replaced the old one, before the .json did, finds the kept entries' arrays intact under
+    the old .json and salvages them again.
 
     Args:
         directory: the recording directory.
@@ -94,6 +100,19 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
     offset = 0
     fd = os.open(source_bin, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
+        if keep_offsets:
+            for ref in sorted(refs, key=lambda r: int(r["npyoff"])):
+                size, at = ref["size"], ref["npyoff"]
+                if size and at < offset:
+                    raise OSError(f"{source_bin}: arrays overlap at {at}")
+                data = os.pread(fd, size, at) if size else b""
+                if len(data) != size:
+                    raise OSError(f"{source_bin}: {size} bytes at {at} could not be read")
+                if size:
+                    chunks += [bytes(at - offset), data]
+                    offset = at + size
+                ref["npyfile"] = bin_name
+            refs = []
         for ref in refs:
             pad = -offset % ALIGNMENT
             if pad:

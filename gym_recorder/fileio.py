@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
+import shutil
+import socket
 import stat
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +22,8 @@ from typing import Any
 from .errors import FormatError
 from .format import MAX_JSON_BYTES
 
-__all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file"]
+__all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
+           "remove_stale_temps"]
 
 def dumps(obj: Any) -> bytes:
     """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
@@ -84,6 +89,54 @@ def read_json_file(path: str, where: str, expected_size: int | None = None) -> t
             raise FormatError(f"{where}: file has {size} bytes, the manifest says {expected_size}")
         data = f.read(MAX_JSON_BYTES + 1)
     return data, loads(data, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Temporary outputs (exports, imports): built under a hidden name, renamed into place at the end
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
+
+
+def temp_sibling(parent: str, stem: str) -> str:
+    """A new hidden name in ``parent`` for an output being built: ``.STEM.tmp-HOST-PID-XXXXXXXX``
+    (host and process, so that :func:`remove_stale_temps` knows when its maker is dead)."""
+    return os.path.join(parent, f".{stem}.tmp-{_host()}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: it exists, someone else's)
+        return True
+    return True
+
+
+def remove_stale_temps(parent: str, stem: str) -> list[str]:
+    """Removes what :func:`temp_sibling` names of ``stem`` in ``parent`` left behind: those of
+    processes of this host that are gone (killed while writing). Returns the names removed."""
+    pattern = re.compile(rf"\.{re.escape(stem)}\.tmp-{re.escape(_host())}-(\d+)-[0-9a-f]{{8}}")
+    removed: list[str] = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m and int(m[1]) != os.getpid() and not _alive(int(m[1])):
+            path = os.path.join(parent, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            removed.append(name)
+    return removed
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import secrets
 import shutil
 import warnings
 from collections.abc import Iterable
@@ -32,6 +31,7 @@ from .errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, Ou
                      RecorderError, UnsupportedSpaceError)
 from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, fill_env_only_wrappers
 from .export import _require
+from .fileio import remove_stale_temps, temp_sibling
 from .reader import RecordingReader
 from .selection import SelectionSource, episode_indices, selection_source
 from .spaces import describe_space, unknown_space
@@ -285,7 +285,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             description=description or f"Exported by gym_recorder from {directory}.")
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
             kwargs["jpeg_encoding"] = False
-        tmp_root = os.path.join(root, f".gym_recorder.tmp{secrets.token_hex(4)}")
+        remove_stale_temps(root, "gym_recorder")  # (of exports killed before)
+        tmp_root = temp_sibling(root, "gym_recorder")
         os.makedirs(tmp_root)
         saved = os.environ.get("MINARI_DATASETS_PATH")
         try:
@@ -452,7 +453,8 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
     _check_space(act_space, f"Minari dataset {name} action space")
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(out)}.tmp{secrets.token_hex(4)}")
+    remove_stale_temps(parent, os.path.basename(out))  # (of imports killed before)
+    tmp = temp_sibling(parent, os.path.basename(out))
     play = _Playback(obs_space, act_space, spec)
     steps = count = 0
     try:

@@ -14,7 +14,8 @@ one with rows of shape (k,) a ``fixed_size_list<k>``, one with rows of shape (a,
 Text leaves are strings.
 ``pyarrow.dataset.dataset(OUT / "data")``, pandas, polars, DuckDB and
 ``datasets.load_dataset("parquet", data_dir=OUT / "data")`` read it as it is. Everything is
-written under a temporary name beside OUT, renamed to OUT at the end.
+written under a temporary name beside OUT (``.OUT.tmp-HOST-PID-XXXXXXXX``), renamed to OUT at
+the end; one that a killed export left is removed by the next export to OUT.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import secrets
 from typing import Any
 
 import numpy as np
 
 from ._version import __version__
 from .errors import OutputExistsError, UnsupportedSpaceError
+from .fileio import remove_stale_temps, temp_sibling
 from .export import _require
 from .format import exact_in
 from .reader import RecordingReader
@@ -193,7 +194,8 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         raise OutputExistsError(f"{out} exists; choose a new output folder")
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(out)}.tmp{secrets.token_hex(4)}")
+    remove_stale_temps(parent, os.path.basename(out))  # (of exports killed before)
+    tmp = temp_sibling(parent, os.path.basename(out))
     os.mkdir(tmp)  # (not mkdtemp: the folder keeps the umask's mode once renamed)
     try:
         with RecordingReader(directory) as reader:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gym_recorder import RecordingReader
+from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.integrity import repair, verify
 from gym_recorder import writer as writer_module
 from gym_recorder.writer import MAX_PENDING_BATCHES
@@ -239,3 +239,55 @@ def test_reader_ignores_uncommitted_files_and_reads_a_cut_episode(tmp_path):
         np.testing.assert_array_equal(ep.rewards, rewards[:25])
     assert verify(tmp_path) == []
     env.close()
+
+
+# -- exports and imports killed while writing ------------------------------------------------
+
+# Runs one export/import in a child that SIGKILLs itself at its first rename (its temporary
+# output is then there, half-written), as a user's kill at a random moment would.
+KILLED_AT_RENAME = """
+import os, signal, sys
+real = os.rename
+def rename(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+os.rename = rename
+from gym_recorder.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.stress
+def test_a_killed_export_or_import_leaves_nothing_after_the_next_run(tmp_path, monkeypatch):
+    # Each killed run left its hidden temporary output (.OUT.tmpXXXXXXXX beside OUT, or
+    # .gym_recorder.tmpXXXXXXXX in Minari's root), which no later run removed.
+    from needs import need_module
+    from gym_recorder.cli import main
+
+    need_module("pyarrow", 'pip install ".[arrow]"')
+    need_module("minari", 'pip install ".[minari]"')
+    minari_root = tmp_path / "minari"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(minari_root))
+    rec = tmp_path / "rec"
+    env = RecordingWrapper(ImageEnv(height=4, width=4, episode_length=5), rec)
+    for ep in range(3):
+        env.reset(seed=ep)
+        for t in range(5):
+            env.step(t % 4)
+    env.close()
+    assert main(["export", str(rec), "--format", "minari", "--dataset-id", "ns/src-v0", "-q"]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    runs = [(["export", str(rec), "--format", "parquet", "-o", str(out / "pq"), "-q"], out),
+            (["export", str(rec), "--format", "minari", "--dataset-id", "ns/x-v0", "-q"],
+             minari_root),
+            (["import-minari", "ns/src-v0", str(out / "back"), "-q"], out)]
+    child_env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for argv, where in runs:
+        before = set(os.listdir(where))
+        child = subprocess.run([sys.executable, "-c", KILLED_AT_RENAME, *argv], env=child_env,
+                               capture_output=True, timeout=120)
+        assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+        left = set(os.listdir(where)) - before
+        assert left and all(n.startswith(".") and ".tmp-" in n for n in left), left
+        assert main(argv) == 0  # the re-run succeeds and removes the killed run's temp
+        assert not [n for n in os.listdir(where) if ".tmp" in n], os.listdir(where)

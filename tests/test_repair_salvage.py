@@ -219,3 +219,31 @@ def test_repair_killed_at_random_moments_leaves_a_readable_recording(tmp_path):
         repair(d)
         assert verify(d) == []
         _check_readable(d, originals)
+
+
+def _kept(directory: Path) -> list[tuple[int, int]]:
+    with RecordingReader(directory, verify=True) as reader:
+        return [(ep.seed, len(ep)) for ep in reader]
+
+
+@pytest.mark.stress
+def test_repair_killed_at_every_rename_then_rerun_keeps_what_one_repair_keeps(tmp_path):
+    # A kill between the two renames of a salvaged batch that takes the damaged batch's names
+    # (its new .bin in place, the old .json still there) made the next repair move the batch
+    # aside whole, losing the entries it had kept, and the batch written after them.
+    import shutil
+
+    for n in range(1, 100):
+        d, whole = tmp_path / f"kill{n}", tmp_path / f"whole{n}"
+        _damaged_recording(d)
+        shutil.copytree(d, whole)  # (batch boundaries vary from one recording to the next)
+        repair(whole)
+        child = _child(d, n)
+        child.communicate(timeout=120)
+        if child.returncode == 0:
+            break  # n is past the last rename
+        assert child.returncode == -signal.SIGKILL, n
+        repair(d)
+        assert verify(d) == [], n
+        assert _kept(d) == _kept(whole), n
+    assert n > 6
