@@ -196,10 +196,12 @@ Every array is a reference into the batch's .bin file::
   last (it is not padded to a multiple of 8), and arrays may be empty (``size`` 0) at any aligned
   offset up to the file's end.
 - The bytes between one array's end and the next array's ``npyoff`` (the padding) MUST be zero,
-  and nothing follows the last array. Padding is fewer than 64 bytes, not always fewer than 8:
-  where an entry's rows of a column are R bytes each, this writer starts each entry's array of
-  that column at a multiple of lcm(R, 8) when that is at most 64 (so 12-byte rows give 12 bytes
-  of padding after a 132-byte array). A reader MAY refuse padding that is not zero, or bytes after
+  and nothing follows the last array. The writer's padding is fewer than 64 bytes, not always
+  fewer than 8: where an entry's rows of a column are R bytes each, it starts each entry's array
+  of that column at a multiple of lcm(R, 8) when that is at most 64 (so 12-byte rows give 12
+  bytes of padding after a 132-byte array). A batch that ``repair`` rebuilt under its own names
+  keeps its arrays at their offsets, with the bytes of the entries it dropped zeroed: padding of
+  any length. Readers MUST NOT assume a bound on the padding. A reader MAY refuse padding that is not zero, or bytes after
   the last array; gym_recorder's reader does not (``verify`` reports both). Arrays MAY lie in
   the file in any order, and two arrays MAY share bytes (readers MUST accept both): this writer
   writes each column (one leaf, then rewards, ...) for all entries of the batch one after
