@@ -101,18 +101,19 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
     fd = os.open(source_bin, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         if keep_offsets:
-            for ref in sorted(refs, key=lambda r: int(r["npyoff"])):
-                size, at = ref["size"], ref["npyoff"]
-                if size and at < offset:
-                    raise OSError(f"{source_bin}: arrays overlap at {at}")
+            # (arrays may share bytes, as the format allows: each is copied to its place)
+            end = max((int(r["npyoff"]) + int(r["size"]) for r in refs if r["size"]), default=0)
+            if end > os.fstat(fd).st_size:
+                raise OSError(f"{source_bin}: arrays end at {end}, past the file's end")
+            image = bytearray(end)
+            for ref in refs:
+                size, at = int(ref["size"]), int(ref["npyoff"])
                 data = os.pread(fd, size, at) if size else b""
                 if len(data) != size:
                     raise OSError(f"{source_bin}: {size} bytes at {at} could not be read")
-                if size:
-                    chunks += [bytes(at - offset), data]
-                    offset = at + size
+                image[at:at + size] = data
                 ref["npyfile"] = bin_name
-            refs = []
+            chunks, offset, refs = [bytes(image)], end, []
         for ref in refs:
             pad = -offset % ALIGNMENT
             if pad:

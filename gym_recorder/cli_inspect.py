@@ -148,9 +148,10 @@ def cmd_export_training(args: argparse.Namespace) -> int:
                       f"Minari episode has at least one step): "
                       f"{', '.join(map(str, r['skipped'][:10]))}"
                       f"{' ...' if len(r['skipped']) > 10 else ''}")
+        if r["env_spec_dropped"]:
+            say(args, f"  env spec not exported: {r['env_spec_dropped']}")
         for key, why in r["dropped"].items():
-            what = key.strip("<>") if key.startswith("<") else f"info {key!r}"  # (<env spec>)
-            say(args, f"  {what} not exported: {why}")
+            say(args, f"  info {key!r} not exported: {why}")
         return EXIT_OK
     if args.output is None or args.dataset_id is not None:
         raise ExportError(f"--format {args.format} takes --output and no --dataset-id")

@@ -140,20 +140,22 @@ def _infos_for_minari(infos: list[dict[str, Any]], dropped: dict[str, str]) -> d
     return out
 
 
-def _env_for(source: SelectionSource, dropped: dict[str, str]) -> Any:
-    """The env of the selection's writer for Minari (which makes it with ``gymnasium.make``), or
-    None (the dataset gets the spaces only; ``dropped`` says why when the env id is known)."""
+def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
+    """The env of the selection's writer for Minari (which makes it with ``gymnasium.make``), and
+    None; or None and why not (None too when the env id is not registered here): the dataset
+    then gets the spaces only."""
     env_id = source.env_id
     if not env_id:
-        return None
+        return None, None
     import_env_module(env_id)
     try:
         spec = gym.spec(env_id)
     except gym.error.Error:
-        return None  # not registered here: the dataset gets the spaces only
-    recorded = source.manifest.get("env_spec") or {}
+        return None, None  # not registered here: the dataset gets the spaces only
+    raw = source.manifest.get("env_spec")
+    recorded: dict[str, Any] = raw if isinstance(raw, dict) else {}
     vector = source.manifest.get("vector") is not None
-    rebuild = EnvRebuilder(recorded if isinstance(recorded, dict) else {}, vector=vector)
+    rebuild = EnvRebuilder(recorded, vector=vector)
     kwargs = dict(rebuild.kwargs)
     if vector:  # the spec of a make_vec env holds make_vec's arguments: the sub-env has the rest
         mode = kwargs.pop("vectorization_mode", None)
@@ -163,31 +165,29 @@ def _env_for(source: SelectionSource, dropped: dict[str, str]) -> Any:
         if mode == "vector_entry_point":
             kwargs.pop("max_episode_steps", None)  # (make_vec passes it to the vector env)
         if wrapped:
-            dropped.setdefault("<env spec>", "the sub-envs were wrapped by make_vec(wrappers=...)"
-                                             ", which a spec cannot hold; the dataset has the "
-                                             "spaces only")
-            return None
+            return None, ("the sub-envs were wrapped by make_vec(wrappers=...), which a spec "
+                          "cannot hold; the dataset has the spaces only")
     spec = replace(spec, kwargs={**spec.kwargs, **kwargs})
     steps = recorded.get("max_episode_steps", spec.max_episode_steps)
     if steps is None or (type(steps) is int and steps > 0):  # the recorded time limit
         spec = replace(spec, max_episode_steps=steps)
+    made = None
     try:  # the recorded wrappers too: the env's spec then lists them (additional_wrappers)
-        env = rebuild.wrap(gym.make(spec))
+        made = gym.make(spec)
+        env = rebuild.wrap(made)
     except Exception as e:  # noqa: BLE001  (an env's own error: export without the env)
+        if made is not None:
+            made.close()
         why = f"{type(e).__name__}: {e}".splitlines()[0]
-        dropped.setdefault("<env spec>", f"gymnasium.make({env_id!r}) with the recorded kwargs "
-                                         f"and wrappers failed ({why}); the dataset has the "
-                                         f"spaces only")
-        return None
+        return None, (f"gymnasium.make({env_id!r}) with the recorded kwargs and wrappers failed "
+                      f"({why}); the dataset has the spaces only")
     if (env.observation_space, env.action_space) != (source.observation_space,
                                                      source.action_space):
         env.close()  # (a wrapper that was not recorded changed them: another env than recorded)
         why = f" ({rebuild.problem})" if rebuild.problem else ""
-        dropped.setdefault("<env spec>", f"the env made again from the recorded spec has other "
-                                         f"spaces than the recording{why}; the dataset has the "
-                                         f"spaces only")
-        return None
-    return env
+        return None, (f"the env made again from the recorded spec has other spaces than the "
+                      f"recording{why}; the dataset has the spaces only")
+    return env, None
 
 
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
@@ -216,12 +216,12 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
 
     Returns:
         ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why},
-        "skipped": [reader indices]}``: episodes of 0 steps (a reset followed by a reset or by
+        "env_spec_dropped": why or None, "skipped": [reader indices]}``: episodes of 0 steps (a reset followed by a reset or by
         ``close()``, as a recording loop often ends) are skipped, since a Minari episode has at
         least one step; the spaces and env are those of the selected episodes' writers (a
         env spec keeps the recorded kwargs, time limit and wrappers; a vector writer's is one
         sub-env's; an env that cannot be made again here, or not with the recorded spaces, is
-        left out, ``"<env spec>"`` in ``"dropped"`` saying why).
+        left out, ``"env_spec_dropped"`` saying why; else None).
 
     Raises:
         OutputExistsError: if the dataset exists.
@@ -271,7 +271,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         if not buffers:
             raise EmptySelectionError(f"{directory}: every selected episode has 0 steps (a reset "
                                       f"then a reset or close); Minari needs at least one step")
-        env = _env_for(source, dropped)
+        env, env_spec_dropped = _env_for(source)
         spec = env.spec if env is not None else None
         if spec is not None and any(w.kwargs is None for w in spec.additional_wrappers):
             # env.spec lists env-only wrappers (minigrid's ImgObsWrapper) without kwargs, which
@@ -316,7 +316,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             if env is not None:
                 env.close()
     return {"dataset_id": dataset_id, "path": final, "episodes": len(buffers), "steps": steps,
-            "dropped": dropped, "skipped": skipped}
+            "dropped": dropped, "env_spec_dropped": env_spec_dropped, "skipped": skipped}
 
 
 class _Playback(gym.Env):

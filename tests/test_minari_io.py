@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import gymnasium as gym
@@ -377,7 +378,7 @@ def test_vector_recording_exports_with_the_sub_env_spec(tmp_path, minari_root, m
         envs.step(envs.action_space.sample())
     envs.close()
     result = export_minari(rec, "test/vec-v0")
-    assert "<env spec>" not in result["dropped"]
+    assert result["env_spec_dropped"] is None
     ds = minari.load_dataset("test/vec-v0")
     assert ds.env_spec.id == "CartPole-v1" and ds.env_spec.kwargs == {}
     with RecordingReader(rec) as reader:
@@ -402,7 +403,7 @@ def test_an_env_that_cannot_be_made_again_exports_with_the_spaces_only(tmp_path,
 
     monkeypatch.setattr(gym, "make", refuse)
     result = export_minari(rec, "test/cp-v0")
-    assert result["dropped"]["<env spec>"].startswith(
+    assert result["env_spec_dropped"].startswith(
         "gymnasium.make('CartPole-v1') with the recorded kwargs and wrappers failed "
         "(RuntimeError: no display)")
     ds = minari.load_dataset("test/cp-v0")
@@ -457,8 +458,8 @@ def test_export_keeps_the_recorded_wrappers_or_leaves_the_env_out(tmp_path, mina
     box = gym.spaces.Box(-1, 1, (3,), np.float32)
     rec(tmp_path / "lam", lambda e: TransformObservation(e, lambda o: o["position"], box))
     result = export_minari(tmp_path / "lam", "test/lam-v0")
-    assert "other spaces than the recording" in result["dropped"]["<env spec>"]
-    assert "TransformObservation" in result["dropped"]["<env spec>"]
+    assert "other spaces than the recording" in result["env_spec_dropped"]
+    assert "TransformObservation" in result["env_spec_dropped"]
     ds = minari.load_dataset("test/lam-v0")
     assert ds.env_spec is None and ds.observation_space == box
 
@@ -524,3 +525,56 @@ def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
     with pytest.raises(UnsupportedSpaceError, match=r"observation space\['mission'\] is a "
                        r"conftest.MissionLike, a space gym_recorder does not know"):
         export_minari(tmp_path / "rec", "test/mission-v0")
+
+
+def test_an_env_spec_that_is_not_an_object_exports_with_the_spaces(tmp_path, minari_root):
+    """A manifest whose env_spec is not a JSON object (the reader accepts it): the export raised
+    AttributeError ('list' object has no attribute 'get'); the env is made from the registry."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    rec = tmp_path / "rec"
+    record(rec, "CartPole-v1", 2)
+    (manifest,) = rec.glob("*.manifest.json")
+    doc = json.loads(manifest.read_text())
+    doc["env_spec"] = ["not", "a", "dict"]
+    manifest.write_text(json.dumps(doc))
+    result = export_minari(rec, "test/odd-v0")
+    assert result["episodes"] == 2 and result["env_spec_dropped"] is None
+    assert minari.load_dataset("test/odd-v0").env_spec.id == "CartPole-v1"
+
+
+class _InfoKeysEnv(gym.Env):
+    """Info keys that look like the pseudo-key the export once used ("<env spec>"), present in
+    some steps only (so Minari cannot stack them)."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        info = {"<lives>": "x", "<env spec>": "y"} if self.t == 2 else {}
+        return np.zeros(2, np.float32), 0.0, self.t >= 4, False, info
+
+
+def test_dropped_info_keys_and_the_env_spec_are_told_apart(tmp_path, minari_root, capsys):
+    """Info keys "<lives>" and "<env spec>" were printed as the env spec ("lives not exported",
+    "env spec not exported"), the real env spec reason hidden behind the info's."""
+    need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder import RecordingWrapper, cli
+
+    rec = tmp_path / "rec"
+    with RecordingWrapper(_InfoKeysEnv(), rec) as env:
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step(0)
+    assert cli.main(["export", str(rec), "--format", "minari", "--dataset-id",
+                     "test/keys-v0"]) == 0
+    out = capsys.readouterr().out
+    assert "info '<lives>' not exported" in out and "info '<env spec>' not exported" in out
+    assert "env spec not exported" not in out.replace("info '<env spec>' not exported", "")

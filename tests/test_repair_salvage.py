@@ -247,3 +247,29 @@ def test_repair_killed_at_every_rename_then_rerun_keeps_what_one_repair_keeps(tm
         assert verify(d) == [], n
         assert _kept(d) == _kept(whole), n
     assert n > 6
+
+
+def test_a_batch_whose_arrays_share_bytes_is_repaired(tmp_path):
+    """Two arrays of kept entries over the same bytes (the format allows it) in a batch repair
+    rebuilds under its own names: repair raised OSError ("arrays overlap") after its first
+    commit, and the recording read 0 episodes."""
+    import zlib
+
+    record(tmp_path)
+    name, doc = batches(tmp_path)[0]
+    entries = doc["episodes"]
+    assert len(entries) >= 3 and entries[0]["steps"] == entries[1]["steps"]
+    # Equal episodes end alike: entry 0's truncations may point at entry 1's bytes.
+    entries[0]["truncations"]["npyoff"] = entries[1]["truncations"]["npyoff"]
+    entries[-1]["observations"]["npyoff"] = 10 ** 9  # the damaged entry: outside the .bin
+    raw = json.dumps(doc, separators=(",", ":")).encode()
+    (tmp_path / name).write_bytes(raw)
+    (manifest,) = tmp_path.glob("*.manifest.json")
+    man = json.loads(manifest.read_text())
+    [b] = [b for b in man["batches"] if b["fn"] == name]
+    b["json_size"], b["json_crc32"] = len(raw), zlib.crc32(raw)
+    manifest.write_text(json.dumps(man))
+    lost = entries[-1]["seed"]
+    repair(tmp_path)
+    assert_episodes(tmp_path, [s for s in range(EPISODES) if s != lost])
+    assert verify(tmp_path) == []
