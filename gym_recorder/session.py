@@ -87,17 +87,19 @@ class RecordingSession:
                              act_layout, fsync)
         self.writer: BatchWriter | None = None
         self._finalizer: Any = None
+        self._interval = math.inf if flush_interval is None else float(flush_interval)
         if not lazy:
             self._new_writer(file_prefix)
-        self._interval = math.inf if flush_interval is None else float(flush_interval)
         self.deadline = time.monotonic() + self._interval
         self.closed = False
         _LIVE.add(self)
 
     def _new_writer(self, prefix: str | None) -> BatchWriter:
         directory, header, obs_layout, act_layout, fsync = self._writer_args
+        # Batches committed here are listed on disk within half the flush interval.
         writer = BatchWriter(directory, prefix, header, obs_layout, act_layout, fsync=fsync,
-                             on_batch_written=self.buffer.observe_batch_bytes)
+                             on_batch_written=self.buffer.observe_batch_bytes,
+                             max_commit_interval=self._interval / 2)
         self.writer = writer
         key = (directory, repr(header.get("env_id")))
         if key not in _CHECKED_ENVS:  # (once per directory and env in a process)

@@ -10,6 +10,7 @@ written are kept in memory and retried by ``flush()`` and ``close()``.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import queue
 import secrets
@@ -103,7 +104,8 @@ class BatchWriter:
 
     def __init__(self, directory: str, prefix: str | None, header: dict[str, Any],
                  obs_layout: Layout, act_layout: Layout, *, fsync: bool = False,
-                 on_batch_written: Callable[[int, int], None] | None = None) -> None:
+                 on_batch_written: Callable[[int, int], None] | None = None,
+                 max_commit_interval: float | None = None) -> None:
         self.prefix = check_prefix(prefix) if prefix is not None else default_prefix()
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
@@ -134,6 +136,10 @@ class BatchWriter:
         self._commit_lock = threading.Lock()  # the thread and flush() may both commit
         self._last_commit = time.monotonic()
         self._commit_interval = MIN_COMMIT_INTERVAL
+        # A written batch waits at most this long for its commit, however slow rewrites get
+        # (the recorder's flush interval bounds what a killed process loses).
+        self._max_commit_interval = math.inf if max_commit_interval is None else \
+            float(max_commit_interval)
         self._unsynced: list[str] = []
         # A full queue blocks submit() until the writer has drained it (see batchqueue).
         self._queue: queue.Queue[Any] = BatchQueue(MAX_PENDING_BATCHES, low=0)
@@ -339,8 +345,8 @@ class BatchWriter:
             self._uncommitted = 0
         self._last_commit = time.monotonic()
         # The manifest grows with the recording: space rewrites so they stay a small share.
-        self._commit_interval = max(MIN_COMMIT_INTERVAL,
-                                    COMMIT_COST_FACTOR * (self._last_commit - start))
+        self._commit_interval = min(self._max_commit_interval, max(
+            MIN_COMMIT_INTERVAL, COMMIT_COST_FACTOR * (self._last_commit - start)))
         self._error_path = ""
 
     def _write_manifest(self) -> None:

@@ -291,3 +291,23 @@ def test_a_killed_export_or_import_leaves_nothing_after_the_next_run(tmp_path, m
         assert left and all(n.startswith(".") and ".tmp-" in n for n in left), left
         assert main(argv) == 0  # the re-run succeeds and removes the killed run's temp
         assert not [n for n in os.listdir(where) if ".tmp" in n], os.listdir(where)
+
+
+def test_slow_manifest_rewrites_never_delay_a_commit_past_half_the_flush_interval(
+        tmp_path, monkeypatch):
+    """The writer spaces manifest rewrites by 20x their cost; on a slow disk (a 60 ms rewrite)
+    that was over a second, so written batches waited unlisted longer than the flush interval,
+    and a process killed then lost them (a Ray worker dying with flush_interval=0.01 kept 1 of
+    5 steps). The wait is capped at half the flush interval."""
+    import gymnasium as gym
+
+    monkeypatch.setattr(writer_module, "COMMIT_COST_FACTOR", 10 ** 6)  # (rewrites look slow)
+    env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, flush_interval=0.2)
+    env.reset(seed=0)
+    for t in range(5):
+        env.step(0)
+        time.sleep(0.25)  # past the flush interval: each step is committed by the next
+    time.sleep(0.3)
+    with RecordingReader(tmp_path) as reader:  # (the writer is still running: nothing closed)
+        assert len(reader[0]) >= 4, len(reader[0])
+    env.close()
