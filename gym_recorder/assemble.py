@@ -20,7 +20,7 @@ from .columns import FastPart
 from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
 from .episode import Episode, EpisodeSummary
 from .errors import FormatError, UnsupportedSpaceError
-from .format import ENDS, ArrayRef, continues, exact_dtype, join_dtype, parse_ref
+from .format import ENDS, ArrayRef, continues, join_dtype, parse_ref, rounding_dtypes
 from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from .spaces import ArrayLeaf, Layout
@@ -104,9 +104,12 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
         for slot, ref_or_none in zip(part.slots, refs):
             if ref_or_none is not None:
                 columns[slot[:2]].append(ref_or_none)
-    if not all(_joins_exactly(parts[0].where, column) for column in columns.values()):
+    joined = {key: _joined_dtype(parts[0].where, column) for key, column in columns.items()}
+    exact = {key: dtype for key, dtype in joined.items() if dtype is not None}
+    if len(exact) != len(joined):
         return _stitched_mixed(dec, m, parts, index)
-    dests = {key: allocate(parts[0].where, column) for key, column in columns.items()}
+    dests = {key: allocate(parts[0].where, column, exact[key])
+             for key, column in columns.items()}
     # Where each part's rows go: the rows of the parts before it.
     jobs: list[ReadJob] = []
     filled = dict.fromkeys(stacked, 0)
@@ -260,9 +263,11 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
                 return None
     held: list[list[ArrayRef | np.ndarray]] = [
         [s if isinstance(s, np.ndarray) else s[1] for s in column] for column in columns]
-    if not all(_joins_exactly(first_where, column) for column in held):
+    joined = [_joined_dtype(first_where, column) for column in held]
+    dtypes = [dtype for dtype in joined if dtype is not None]
+    if len(dtypes) != len(joined):
         return None  # (the episodes' own leaves are joined, exactly or as rows)
-    dests = [allocate(first_where, column) for column in held]
+    dests = [allocate(first_where, column, dtype) for column, dtype in zip(held, dtypes)]
     jobs: list[ReadJob] = []
     for column, out in zip(columns, dests):
         row = 0
@@ -323,12 +328,10 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL[1]
 
 
-def allocate(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.ndarray:
-    """Allocates one stacked array (of an episode, or a column of episodes) for the rows of
-    ``column``'s references or arrays, of their (common) dtype."""
-    # A leaf widened in one batch (see "Trees" in the format): numbers mix, as do strings
-    # of one kind; numbers and strings do not.
-    dtype = join_dtype([ref.dtype for ref in column], where)
+def allocate(where: str, column: Sequence[ArrayRef | np.ndarray],
+             dtype: np.dtype[Any]) -> np.ndarray:
+    """Allocates one stacked array (of an episode, or a column of episodes) of ``dtype`` for
+    the rows of ``column``'s references or arrays."""
     shape = (sum(ref.shape[0] for ref in column), *column[0].shape[1:])
     try:
         return np.empty(shape, dtype=dtype)
@@ -337,12 +340,14 @@ def allocate(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.ndarray:
                           f"{dtype.str} for the episode") from e
 
 
-def _joins_exactly(where: str, column: Sequence[ArrayRef | np.ndarray]) -> bool:
-    """True when the dtype ``column``'s parts are joined in holds every value of theirs, by
-    dtype alone (False for int64 parts beside float64 ones: only their values can tell)."""
+def _joined_dtype(where: str, column: Sequence[ArrayRef | np.ndarray]) -> np.dtype[Any] | None:
+    """The dtype ``column``'s parts are joined in (a leaf widened in one batch, see "Trees"
+    in the format: numbers mix, as do strings of one kind; FormatError for others), or None
+    when it may not hold every value of theirs (int64 parts beside float64 ones: only their
+    values can tell, :func:`~gym_recorder.format.join_arrays`)."""
     dtypes = [ref.dtype for ref in column]
     dtype = join_dtype(dtypes, where)
-    return all(exact_dtype(d, dtype) for d in dtypes)
+    return None if rounding_dtypes(dtypes, dtype) else dtype
 
 
 def checked_refs(dec: Decoder, part: Part, file_size: int,

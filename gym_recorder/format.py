@@ -422,6 +422,7 @@ __all__ = [
     "exact_dtype",
     "exact_in",
     "join_dtype",
+    "rounding_dtypes",
     "join_arrays",
 ]
 
@@ -658,6 +659,11 @@ def join_dtype(dtypes: Sequence[np.dtype[Any]], where: str) -> np.dtype[Any]:
     return np.result_type(*dtypes)
 
 
+def rounding_dtypes(dtypes: Sequence[np.dtype[Any]], joined: np.dtype[Any]) -> set[np.dtype[Any]]:
+    """Those of ``dtypes`` that ``joined`` may not hold every value of (int64 beside float64)."""
+    return {d for d in set(dtypes) if not exact_dtype(d, joined)}
+
+
 def join_arrays(where: str, arrays: Sequence[np.ndarray]) -> np.ndarray | list[Any]:
     """Joins one leaf's arrays of consecutive parts (or episodes), keeping every value exactly.
 
@@ -672,7 +678,7 @@ def join_arrays(where: str, arrays: Sequence[np.ndarray]) -> np.ndarray | list[A
     if all(d == first for d in dtypes):
         return np.concatenate(arrays)
     dtype = join_dtype(dtypes, where)
-    risky = {d for d in set(dtypes) if not exact_dtype(d, dtype)}  # (int64 beside float64)
+    risky = rounding_dtypes(dtypes, dtype)
     if all(a.dtype not in risky or exact_in(a, dtype) for a in arrays):
         return np.concatenate(arrays, dtype=dtype)
     rows: list[Any] = []

@@ -251,9 +251,7 @@ def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
             raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
         return value.copy()
     if t is dict:
-        # (the names of the values are made only for the values that are not kept as they are)
-        return {k: v if type(v) in _KEPT else snapshot(v, f"{where}[{k!r}]", depth + 1)
-                for k, v in value.items()}
+        return _copy_dict(value, where, depth + 1, str_keys=False)
     if t is list:
         return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     if t is tuple:
@@ -285,9 +283,15 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
         if not isinstance(info, dict):
             raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
         info = dict(info)
-    copied: dict[str, Any] = {}
-    for key, v in info.items():  # (snapshot's dict case, with the key check, in one pass)
-        if type(key) is not str:
+    return _copy_dict(info, where, 1, str_keys=True)
+
+
+def _copy_dict(value: dict[Any, Any], where: str, depth: int, str_keys: bool) -> dict[Any, Any]:
+    """snapshot of a dict's values (at ``depth``), with the key check of an info dict when
+    ``str_keys``; the names of the values are made only for those not kept as they are."""
+    copied: dict[Any, Any] = {}
+    for key, v in value.items():
+        if str_keys and type(key) is not str:
             raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
-        copied[key] = v if type(v) in _KEPT else snapshot(v, f"{where}[{key!r}]", 1)
+        copied[key] = v if type(v) in _KEPT else snapshot(v, f"{where}[{key!r}]", depth)
     return copied
