@@ -14,6 +14,11 @@ page cache warm, repeats alternate between:
 Reported: the median of each, their ratio, and ``ok`` when the ratio is at most 2 (the target of
 issue 13), else ``MISS``.
 
+Then the map-style ``TransitionDataset`` in shuffled order (``--items`` random items, as a
+``DataLoader(shuffle=True)`` worker asks for them): µs per item on a fresh dataset (its first
+pass decodes each batch it meets once) and on a second pass, against the floor of a map-style
+dataset, taking the same rows out of the in-memory ``transitions`` arrays one item at a time.
+
 Run from the repository root::
 
     python benchmarks/bench_training.py                # about a minute (recording ~30 s)
@@ -39,6 +44,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gym_recorder import RecordingReader, RecordingWrapper  # noqa: E402
+from gym_recorder.datasets import TransitionDataset  # noqa: E402
 from gym_recorder.transitions import transitions  # noqa: E402
 
 TARGET_RATIO = 2.0
@@ -80,10 +86,38 @@ def build(directory: str) -> int:
     return len(t)
 
 
+def shuffled_items(directory: str, items: int, repeats: int) -> None:
+    """TransitionDataset items in random order against rows of in-memory arrays."""
+    with RecordingReader(directory) as reader:
+        t = transitions(reader)
+    arrays = {k: getattr(t, k) for k in ("obs", "next_obs", "action", "reward", "terminated",
+                                         "truncated", "episode", "step")}
+    order = np.random.default_rng(1).integers(0, len(t), items).tolist()
+    first, second, floor = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for i in order:
+            {k: v[i].copy() for k, v in arrays.items()}
+        floor.append(time.perf_counter() - t0)
+        ds = TransitionDataset(directory)
+        for passes in (first, second):
+            t0 = time.perf_counter()
+            for i in order:
+                ds[i]
+            passes.append(time.perf_counter() - t0)
+        ds.close()
+    f, a, b = (statistics.median(x) / items * 1e6 for x in (floor, first, second))
+    print(f"TransitionDataset, {items:,} shuffled items: first pass {a:8.1f} us/item, "
+          f"second {b:6.1f} us/item; rows of in-memory arrays {f:5.1f} us/item "
+          f"(second pass {b / f:.1f}x that)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--items", type=int, default=20_000,
+                    help="shuffled TransitionDataset items per pass")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs")
     tmp = tempfile.mkdtemp(prefix="bench_training.")
@@ -117,6 +151,7 @@ def main() -> int:
               f"({o / args.steps * 1e9:.0f} ns/step)")
         print(f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}): "
               f"{'ok' if ratio <= TARGET_RATIO else 'MISS'}")
+        shuffled_items(tmp, args.items, args.repeats)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

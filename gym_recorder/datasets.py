@@ -6,8 +6,11 @@ A dataset holds only the recording's location, the selected episodes and their l
 picklable, and each process opens its own :class:`RecordingReader` on first use (a reader opened
 before a fork is never used in the child, so no open file or thread is shared across fork or
 spawn). Constructing one reads the episodes' summaries (their rewards), never their
-observations. Each process keeps its last few episodes in memory, so neighbouring items are
-cheap; shuffled access reads one episode per item.
+observations. Each process keeps the batches it decoded last in memory (up to ``cache_bytes``
+of them): an item of an episode that one batch holds whole is a row of that decoded batch, so
+shuffled items cost a batch decode only on a miss (the whole recording, if it fits, is decoded
+once per process). An episode spread over several batches is read whole, and the last few of
+those are kept.
 
 Example:
     >>> from gym_recorder.datasets import TransitionDataset, WindowDataset
@@ -26,47 +29,117 @@ from typing import Any
 
 import numpy as np
 
+from .episode import BatchInfo, EpisodePart
 from .errors import EmptySelectionError, FormatError
 from .reader import Episode, RecordingReader
 from .selection import episode_indices, writer_positions
-from .transitions import tree_map
+from .transitions import tree_leaves, tree_map
 
 __all__ = ["TransitionDataset", "EpisodeDataset", "WindowDataset"]
 
-# Episodes kept in memory per process (an LRU), so that items of one episode read it once.
+# Episodes spread over several batches kept in memory per process (an LRU, also bounded by the
+# dataset's cache_bytes), so that items of one such episode read it once.
 EPISODE_CACHE = 8
+# Bytes of decoded batches kept in memory per process (an LRU; the batch read last is always
+# kept): items of the episodes a batch holds whole are rows of its decoding.
+DEFAULT_CACHE_BYTES = 128 << 20
 
 
 def _row(tree: Any, k: int) -> Any:
-    return tree_map(lambda leaf: leaf[k], tree)
+    """Row ``k`` of every leaf, as arrays of its own (never views of the cached batch)."""
+    return tree_map(lambda leaf: leaf[k].copy() if isinstance(leaf, np.ndarray) else leaf[k],
+                    tree)
 
 
-def _cut(ep: Episode, n: int) -> Episode:
+def _copied(tree: Any) -> Any:
+    """A tree's arrays (and lists of values) copied, so an item never shares the cache's."""
+    return tree_map(lambda leaf: leaf.copy() if isinstance(leaf, np.ndarray) else list(leaf),
+                    tree)
+
+
+def _cut(ep: Episode | EpisodePart, n: int) -> Episode | EpisodePart:
     """``ep`` with its first ``n`` steps only (and their ``n + 1`` observations and infos)."""
+    ended: dict[str, Any] = {"end": None} if isinstance(ep, Episode) else {"is_last": False}
     return replace(ep, observations=tree_map(lambda leaf: leaf[:n + 1], ep.observations),
                    actions=tree_map(lambda leaf: leaf[:n], ep.actions), rewards=ep.rewards[:n],
                    terminations=ep.terminations[:n], truncations=ep.truncations[:n],
-                   infos=ep.infos[:n + 1], end=None)
+                   infos=ep.infos[:n + 1], **ended)
+
+
+def _nbytes(tree: Any) -> int:
+    """Bytes of the arrays of a tree (a list of values counts 64 bytes a row)."""
+    return sum(int(leaf.nbytes) if isinstance(leaf, np.ndarray) else 64 * len(leaf)
+               for _, leaf in tree_leaves(tree))
+
+
+class _WholeParts:
+    """One process's decoded batches, for the episodes that one batch holds whole.
+
+    Args:
+        reader: this process's reader.
+        cache_bytes: bytes of decoded batches to keep (the last one is always kept).
+    """
+
+    def __init__(self, reader: RecordingReader, cache_bytes: int) -> None:
+        self._infos: list[BatchInfo] = reader.batches()
+        n = len(reader)
+        count = np.zeros(n, dtype=np.int64)
+        batch = np.full(n, -1, dtype=np.int64)
+        for j, info in enumerate(self._infos):
+            held = np.fromiter(info.episodes, dtype=np.int64, count=len(info.episodes))
+            held = held[(held >= 0) & (held < n)]
+            np.add.at(count, held, 1)
+            batch[held] = j
+        batch[count != 1] = -1
+        self._batch = batch  # per reader index: the one batch that holds it, or -1
+        self._limit = cache_bytes
+        self._bytes = 0
+        self._cache: OrderedDict[int, tuple[dict[int, EpisodePart], int]] = OrderedDict()
+
+    def part(self, reader: RecordingReader, index: int) -> EpisodePart | None:
+        """The episode of reader index ``index`` as its one part, or None if it has several."""
+        j = int(self._batch[index]) if 0 <= index < len(self._batch) else -1
+        if j < 0:
+            return None
+        cached = self._cache.get(j)
+        if cached is None:
+            parts = {p.episode: p for p in reader.read_batch(self._infos[j])}
+            cost = sum(_nbytes(p.observations) + _nbytes(p.actions) + 17 * len(p.rewards)
+                       for p in parts.values())
+            cached = self._cache[j] = (parts, cost)
+            self._bytes += cost
+            while self._bytes > self._limit and len(self._cache) > 1:
+                self._bytes -= self._cache.popitem(last=False)[1][1]
+        else:
+            self._cache.move_to_end(j)
+        part = cached[0].get(index)
+        return part if part is not None and part.part == 0 else None
 
 
 class _RecordingDataset:
     """Location, selection and per-process reader shared by the datasets."""
 
     def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None,
-                 verify: bool) -> None:
+                 verify: bool, cache_bytes: int) -> None:
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)) \
+                or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be an int >= 0, got {cache_bytes!r}")
         self.location = os.fspath(location)
         self.verify = bool(verify)
+        self.cache_bytes = int(cache_bytes)
         self._reader_pid: int | None = None
         self._reader_obj: RecordingReader | None = None
-        self._cache: OrderedDict[int, Episode] = OrderedDict()
+        self._cache: OrderedDict[int, Episode | EpisodePart] = OrderedDict()
+        self._whole: _WholeParts | None = None
         self._writers: list[str] = []  # (set below: until then a reader needs no resolving)
         reader = self._reader()
         self.episodes = np.asarray(episode_indices(reader, episodes), dtype=np.int64)
         if len(self.episodes) == 0:
             raise EmptySelectionError(f"no episodes selected in {self.location}")
-        n = len(reader)
-        every = np.fromiter((s.length for s in reader.summaries()), dtype=np.int64, count=n)
+        summaries = list(reader.summaries())
+        every = np.fromiter((s.length for s in summaries), dtype=np.int64, count=len(summaries))
         self.lengths = every[self.episodes]
+        self.seeds = [summaries[int(e)].seed for e in self.episodes]
         # The selection as (writer, episode number within it): another process's reader of a
         # recording still being written numbers episodes anew (an earlier writer's new episodes
         # move every later writer's indices), so items are found by writer, not by index.
@@ -79,7 +152,7 @@ class _RecordingDataset:
         if self._reader_obj is None or self._reader_pid != pid:
             # a reader inherited through fork is dropped, not used: it belongs to the parent
             self._reader_obj, self._reader_pid = None, None
-            self._cache = OrderedDict()
+            self._cache, self._whole = OrderedDict(), None
             reader = RecordingReader(self.location, verify=self.verify)
             self._resolved = None
             if self._writers:  # (empty while __init__ makes the selection)
@@ -103,26 +176,40 @@ class _RecordingDataset:
         resolved: np.ndarray = firsts[self._owner] + self._numbers
         return resolved
 
-    def _episode(self, e: int) -> Episode:
-        """The ``e``-th selected episode, cut to the steps it had when the dataset was made."""
+    def _episode(self, e: int) -> Episode | EpisodePart:
+        """The ``e``-th selected episode, cut to the steps it had when the dataset was made:
+        its part in a decoded batch if one batch holds it whole, else the Episode."""
         reader = self._reader()
+        assert self._resolved is not None
+        index = int(self._resolved[e])
+        n = int(self.lengths[e])
+        if self._whole is None:
+            self._whole = _WholeParts(reader, self.cache_bytes)
+        part = self._whole.part(reader, index)
+        if part is not None:
+            # (an episode still being recorded has grown since the dataset was made: cut)
+            return part if len(part.rewards) <= n else _cut(part, n)
         ep = self._cache.get(e)
         if ep is None:
-            assert self._resolved is not None
-            ep = reader[int(self._resolved[e])]
-            n = int(self.lengths[e])
-            if len(ep.rewards) > n:  # an episode still being recorded has grown since
+            ep = reader[index]
+            if len(ep.rewards) > n:
                 ep = _cut(ep, n)
             self._cache[e] = ep
-            if len(self._cache) > EPISODE_CACHE:
-                self._cache.popitem(last=False)
+            # At most EPISODE_CACHE episodes, and no more than cache_bytes of them (the one
+            # read last is kept): long episodes of images are tens of MB each.
+            held = sum(_nbytes(x.observations) + _nbytes(x.actions)
+                       for x in self._cache.values())
+            while len(self._cache) > 1 and (len(self._cache) > EPISODE_CACHE
+                                            or held > self.cache_bytes):
+                dropped = self._cache.popitem(last=False)[1]
+                held -= _nbytes(dropped.observations) + _nbytes(dropped.actions)
         else:
             self._cache.move_to_end(e)
         return ep
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_reader_obj=None, _reader_pid=None, _cache=OrderedDict())
+        state.update(_reader_obj=None, _reader_pid=None, _cache=OrderedDict(), _whole=None)
         return state
 
     def close(self) -> None:
@@ -130,6 +217,7 @@ class _RecordingDataset:
         if self._reader_obj is not None and self._reader_pid == os.getpid():
             self._reader_obj.close()
         self._reader_obj, self._reader_pid, self._cache = None, None, OrderedDict()
+        self._whole = None
 
     @staticmethod
     def _check_index(i: Any, n: int) -> int:
@@ -149,11 +237,13 @@ class TransitionDataset(_RecordingDataset):
         episodes: reader indices to use (e.g. from :func:`gym_recorder.selection.select` or
             :func:`~gym_recorder.selection.split`); all by default.
         verify: check checksums while reading.
+        cache_bytes: bytes of decoded batches each process keeps (default 128 MiB); an item
+            of an episode that one batch holds whole is read from them.
     """
 
     def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None = None, *,
-                 verify: bool = False) -> None:
-        super().__init__(location, episodes, verify)
+                 verify: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        super().__init__(location, episodes, verify, cache_bytes)
         self.starts = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
 
     def __len__(self) -> int:
@@ -179,8 +269,8 @@ class EpisodeDataset(_RecordingDataset):
     """
 
     def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None = None, *,
-                 verify: bool = False) -> None:
-        super().__init__(location, episodes, verify)
+                 verify: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        super().__init__(location, episodes, verify, cache_bytes)
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -188,10 +278,11 @@ class EpisodeDataset(_RecordingDataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
         ep = self._episode(i)
-        return {"observations": ep.observations, "actions": ep.actions, "rewards": ep.rewards,
-                "terminations": ep.terminations, "truncations": ep.truncations,
-                "episode": self.episodes[i],
-                "seed": np.int64(-1 if ep.seed is None else ep.seed)}
+        seed = self.seeds[i]
+        return {"observations": _copied(ep.observations), "actions": _copied(ep.actions),
+                "rewards": ep.rewards.copy(), "terminations": ep.terminations.copy(),
+                "truncations": ep.truncations.copy(),
+                "episode": self.episodes[i], "seed": np.int64(-1 if seed is None else seed)}
 
 
 class WindowDataset(_RecordingDataset):
@@ -203,7 +294,7 @@ class WindowDataset(_RecordingDataset):
         length: steps per window.
         stride: steps between window starts within an episode.
         complete_only: only windows that lie inside their episode.
-        episodes, verify: as :class:`TransitionDataset`.
+        episodes, verify, cache_bytes: as :class:`TransitionDataset`.
 
     Raises:
         EmptySelectionError: if ``length`` exceeds every selected episode's length.
@@ -211,11 +302,11 @@ class WindowDataset(_RecordingDataset):
 
     def __init__(self, location: str | os.PathLike[str], length: int, stride: int = 1, *,
                  complete_only: bool = False, episodes: Sequence[int] | None = None,
-                 verify: bool = False) -> None:
+                 verify: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         for name, v in (("length", length), ("stride", stride)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        super().__init__(location, episodes, verify)
+        super().__init__(location, episodes, verify, cache_bytes)
         if length > self.lengths.max():
             raise EmptySelectionError(f"a window of {length} steps is longer than every episode "
                                       f"(the longest has {int(self.lengths.max())})")

@@ -63,3 +63,15 @@ def test_info_benchmark_runs_and_prints_its_figures():
     for label in ("bare step:", "added, infos recorded:", "added, record_infos=False:",
                   "the five info values:"):
         assert sum(ln.startswith(label) for ln in proc.stdout.splitlines()) == 1, proc.stdout
+
+
+def test_training_benchmark_runs_and_prints_its_figures():
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "bench_training.py"), "--steps", "3000",
+         "--repeats", "1", "--items", "200"], capture_output=True, text=True, env=env,
+        timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("np.fromfile of the .bin files", "transitions(reader), 3,000 steps:",
+                  "ratio ", "TransitionDataset, 200 shuffled items: first pass"):
+        assert sum(ln.startswith(label) for ln in proc.stdout.splitlines()) == 1, proc.stdout

@@ -155,3 +155,57 @@ def test_dataset_of_a_recording_still_written_gives_the_same_items_in_workers(tm
         np.testing.assert_array_equal(s["next_obs"], before[1]["observations"][k + 1])
     a.close()
     b.close()
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory):
+    """CartPole in small batches: most episodes lie whole in one batch, some over two or more."""
+    d = tmp_path_factory.mktemp("spread")
+    record(d, "CartPole-v1", 40, seed=5, target_batch_bytes=4096)
+    with RecordingReader(d) as reader:
+        held = [e for info in reader.batches() for e in info.episodes]
+    counts = np.bincount(held)
+    assert (counts == 1).any() and (counts > 1).any()  # both kinds are in the test
+    return d
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
+def test_shuffled_items_equal_transitions_whole_and_spread_episodes(spread, cache_bytes):
+    """Items in shuffled order (decoded batches cached, or evicted at once with cache_bytes=0)
+    equal the transitions' rows; an item's arrays are its own (changing one changes no other
+    item), whichever path read it."""
+    with RecordingReader(spread) as reader:
+        t = transitions(reader)
+        eps = [reader[i] for i in range(len(reader))]
+    ds = TransitionDataset(spread, cache_bytes=cache_bytes)
+    assert len(ds) == len(t)
+    order = np.random.default_rng(0).permutation(len(ds))
+    for i in np.concatenate([order, order[:50]]):
+        item = ds[int(i)]
+        row = t.rows(np.array([i]))
+        for k in row:
+            assert_tree(item[k], _first(row[k]), f"item {i} {k}")
+        item["obs"][:] = -7.0
+        item["next_obs"][:] = -7.0
+    for i in order[:50]:
+        np.testing.assert_array_equal(ds[int(i)]["obs"], t.rows(np.array([i]))["obs"][0])
+    episodes = EpisodeDataset(spread, cache_bytes=cache_bytes)
+    for i in np.random.default_rng(1).permutation(len(episodes)):
+        got = episodes[int(i)]
+        ep = eps[i]
+        for name in ("observations", "actions", "rewards", "terminations", "truncations"):
+            assert_tree(got[name], getattr(ep, name), f"episode {i} {name}")
+        assert int(got["seed"]) == (-1 if ep.seed is None else ep.seed)
+        got["observations"][:] = 0.0
+        np.testing.assert_array_equal(episodes[int(i)]["observations"], ep.observations)
+    win = WindowDataset(spread, 30, stride=7, cache_bytes=cache_bytes)
+    with RecordingReader(spread) as reader:
+        w = windows(transitions(reader), 30, stride=7)
+    for i in np.random.default_rng(2).permutation(len(win))[:200]:
+        _assert_item(win[int(i)], w[int(i)], f"window {i}")
+
+
+def test_dataset_cache_bytes_must_be_a_size(spread):
+    for bad in (-1, 1.5, "1", True, None):
+        with pytest.raises(ValueError, match="cache_bytes must be an int >= 0"):
+            TransitionDataset(spread, cache_bytes=bad)
