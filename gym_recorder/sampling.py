@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +40,9 @@ def sample_episodes(reader: RecordingReader, n: int, rng: np.random.Generator, *
                     episodes: Sequence[int] | None = None, replace: bool = False) -> list[Episode]:
     """``n`` whole episodes drawn uniformly from ``episodes`` (all by default).
 
-    Only the drawn episodes are read.
+    Only the drawn episodes are read, in the recording's order (each batch is decoded once
+    however many of its episodes are drawn); they come back in the order drawn, a repeated
+    draw as a copy of its own.
 
     Raises:
         EmptySelectionError: if there is nothing to draw from, or fewer than ``n`` episodes
@@ -51,7 +54,13 @@ def sample_episodes(reader: RecordingReader, n: int, rng: np.random.Generator, *
     if (n and len(pool) == 0) or (not replace and n > len(pool)):
         raise EmptySelectionError(f"cannot draw {n} of {len(pool)} episodes"
                                   f"{'' if replace else ' without replacement'}")
-    return [reader[int(i)] for i in rng.choice(pool, size=n, replace=replace)]
+    drawn = rng.choice(pool, size=n, replace=replace).tolist()
+    read = {i: reader[i] for i in sorted(set(drawn))}  # in order: no batch decoded twice
+    out, given = [], set()
+    for i in drawn:
+        out.append(copy.deepcopy(read[i]) if i in given else read[i])
+        given.add(i)
+    return out
 
 
 class Windows:

@@ -247,3 +247,25 @@ def test_bad_requests_are_named_errors(cartpole, tmp_path):
         transitions(reader, select(reader, env_id="Pendulum-v1"))
         with pytest.raises(UnsupportedSpaceError, match="different spaces; choose one env"):
             transitions(reader)
+
+
+def test_sampled_episodes_over_many_batches_come_in_the_order_drawn(tmp_path):
+    """Drawn episodes are read in the recording's order but returned in the order drawn, equal
+    to indexing; a repeated draw is a copy of its own."""
+    truth = record(tmp_path, "CartPole-v1", 30, seed=4, target_batch_bytes=4096)
+    with RecordingReader(tmp_path) as reader:
+        assert len(reader.batches()) > 8  # more than the reader keeps parsed at once
+        eps = sample_episodes(reader, 60, np.random.default_rng(7), replace=True)
+        drawn = np.random.default_rng(7).choice(np.arange(30), size=60, replace=True).tolist()
+        assert [e.index for e in eps] == drawn and len(set(drawn)) < 60
+        for e, i in zip(eps, drawn):
+            assert_tree(e.observations, truth[i]["obs"], f"episode {i}")
+            assert_tree(e.actions, truth[i]["act"], f"episode {i}")
+            assert_tree(e.rewards, truth[i]["rew"], f"episode {i}")
+        first = {}
+        for e in eps:
+            if e.index in first:
+                assert e is not first[e.index]
+                e.observations[:] = 0.0
+                assert_tree(first[e.index].observations, truth[e.index]["obs"], "first draw")
+            first.setdefault(e.index, e)
