@@ -4,7 +4,7 @@ Each case records a few seeded episodes of a real env, compares every recorded v
 copies of what the env returned, checks the recording (verify), replays it where the recorded
 spec can rebuild the wrapper stack, and reads it through ``transitions``. The regressions at the
 end are bugs found with this matrix: wrapper arguments a JSON spec did not keep (a tuple shape, a
-dtype).
+dtype), and Minari exports of wrapper stacks whose spec JSON cannot hold.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.integrity import verify
 from gym_recorder.replay import replay_recording
 from gym_recorder.transitions import transitions
+from needs import need_module
 
 mk = gym.make
 
@@ -227,3 +228,68 @@ def test_a_dtype_argument_is_recorded(tmp_path):
     assert "missing_kwargs" not in w
     checks = list(replay_recording(tmp_path))
     assert checks and all(c.status == "match" for c in checks), [c.message for c in checks]
+
+
+@pytest.fixture
+def minari_root(tmp_path, monkeypatch):
+    root = tmp_path / "minari_root"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    return root
+
+
+def test_minari_export_of_numpy_wrapper_arguments_keeps_the_data(tmp_path, minari_root):
+    """RescaleObservation(min_obs=np.float32(-1), ...): Minari stores the env spec as
+    EnvSpec.to_json(), which raised TypeError ("Object of type float32 is not JSON
+    serializable") from inside Minari and exported nothing."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    _record_outside(W.RescaleObservation(mk("Pendulum-v1"), np.float32(-1), np.float32(1)),
+                    tmp_path / "rec", episodes=2, steps=8)
+    result = export_minari(tmp_path / "rec", "test/rescale-v0")
+    assert result["episodes"] == 2
+    assert "RescaleObservation" in result["env_spec_dropped"]
+    ds = minari.load_dataset("test/rescale-v0")
+    assert ds.env_spec is None and ds.total_steps == 16
+    with RecordingReader(tmp_path / "rec") as reader:
+        np.testing.assert_array_equal(next(ds.iterate_episodes()).observations,
+                                      reader[0].observations)
+
+
+@pytest.mark.parametrize("wrap, name", [
+    (lambda e: W.TransformReward(e, _half), "TransformReward"),
+    (lambda e: W.TransformObservation(e, _half, None), "TransformObservation"),
+    (lambda e: W.ReshapeObservation(e, (2, 2)), "ReshapeObservation"),
+], ids=["TransformReward", "TransformObservation", "Reshape"])
+def test_minari_export_leaves_out_an_env_spec_that_is_not_the_recorded_env(tmp_path,
+                                                                           minari_root, wrap,
+                                                                           name):
+    """A wrapper replay cannot rebuild but that keeps the spaces (TransformReward,
+    TransformObservation without a new space) was silently left out of the dataset's env spec:
+    recover_environment() gave the bare env, whose rewards and observations are not the
+    dataset's. ReshapeObservation's spec does not survive Minari's JSON (its shape comes back a
+    list, which the wrapper refuses): recover_environment() raised."""
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    _record_outside(wrap(mk("CartPole-v1")), tmp_path / "rec", episodes=2, steps=8)
+    result = export_minari(tmp_path / "rec", f"test/{name.lower()}-v0")
+    assert name in (result["env_spec_dropped"] or ""), result
+    ds = minari.load_dataset(f"test/{name.lower()}-v0")
+    assert ds.env_spec is None and ds.total_episodes == 2
+
+
+def test_minari_export_keeps_a_rebuildable_wrapper_stack(tmp_path, minari_root):
+    minari = need_module("minari", 'pip install ".[minari]"')
+    from gym_recorder.minari_io import export_minari
+
+    _record_outside(W.FrameStackObservation(W.ClipReward(mk("CartPole-v1"), 0.0, 0.5), 3),
+                    tmp_path / "rec", episodes=2, steps=8)
+    result = export_minari(tmp_path / "rec", "test/stack-v0")
+    assert result["env_spec_dropped"] is None
+    ds = minari.load_dataset("test/stack-v0")
+    assert [w.name for w in ds.env_spec.additional_wrappers] == ["ClipReward",
+                                                                 "FrameStackObservation"]
+    env = ds.recover_environment()
+    assert env.observation_space == ds.observation_space
+    env.close()
