@@ -293,3 +293,16 @@ def test_minari_export_keeps_a_rebuildable_wrapper_stack(tmp_path, minari_root):
     env = ds.recover_environment()
     assert env.observation_space == ds.observation_space
     env.close()
+
+
+def test_npz_export_of_observations_outside_the_space_names_the_cause(tmp_path):
+    """TransformObservation without a new space, returning (3,) rows for a (4,) Box: npz export
+    refused it as "a leaf of this space (Sequence, Graph or OneOf)", which a Box is not."""
+    from gym_recorder.export import ExportError, export_npz
+
+    with pytest.warns(UserWarning, match="does not match the space's shape"):
+        _record_outside(W.TransformObservation(mk("CartPole-v1"), lambda o: o[:3], None),
+                        tmp_path / "rec", episodes=1, steps=5)
+    with pytest.raises(ExportError, match="outside the space") as e:
+        export_npz(tmp_path / "rec", tmp_path / "out.npz")
+    assert "observations" in str(e.value)
