@@ -51,7 +51,8 @@ MAX_ARRAY_ELEMENTS = 4096
 
 
 def _encode_arg(value: Any) -> Any:
-    """A kwarg as JSON: itself, or a tagged numpy value or space; raises TypeError otherwise."""
+    """A kwarg as JSON: itself, or a tagged numpy value, dtype, space or tuple (lists, tuples and
+    dicts with str keys are encoded item by item); raises TypeError or ValueError otherwise."""
     import gymnasium as gym
     import numpy as np
 
@@ -68,8 +69,29 @@ def _encode_arg(value: Any) -> Any:
         if desc.get("type") == "unknown":
             raise TypeError("unknown space")
         return {"__space__": desc}
+    if isinstance(value, np.dtype) or (isinstance(value, type) and
+                                       issubclass(value, np.generic)):
+        dtype = np.dtype(value)
+        if dtype.kind not in "biufc" or dtype.hasobject:
+            raise TypeError("not a numeric dtype")
+        return {"__dtype__": dtype.str, "type": isinstance(value, type)}
+    if isinstance(value, tuple):  # (JSON would make it a list: ReshapeObservation refuses one)
+        return {"__tuple__": [_encode_arg(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode_arg(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise TypeError("a dict with keys that are not str")
+        encoded = {k: _encode_arg(v) for k, v in value.items()}
+        if any(k in encoded for k in _TAGS):
+            raise TypeError("a dict with a key that tags an encoded value")
+        return encoded
     json.dumps(value, allow_nan=False)
     return value
+
+
+# The keys that mark a tagged (encoded) value in recorded kwargs.
+_TAGS = ("__numpy__", "__space__", "__dtype__", "__tuple__")
 
 
 def _decode_arg(value: Any) -> Any:
@@ -78,13 +100,25 @@ def _decode_arg(value: Any) -> Any:
     from .format import parse_dtype
     from .spaces import build_space
 
-    if isinstance(value, dict) and "__numpy__" in value:
+    if isinstance(value, list):
+        return [_decode_arg(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__numpy__" in value:
         dtype = parse_dtype(value["__numpy__"], "wrapper argument")
         arr = np.array(value.get("value"), dtype=dtype)
         return arr.reshape(value.get("shape", arr.shape)) if arr.ndim else dtype.type(arr)
-    if isinstance(value, dict) and "__space__" in value:
+    if "__space__" in value:
         return build_space(value["__space__"], "wrapper argument")
-    return value
+    if "__dtype__" in value:
+        dtype = parse_dtype(value["__dtype__"], "wrapper argument")
+        return dtype.type if value.get("type") is True else dtype
+    if "__tuple__" in value:
+        items = value["__tuple__"]
+        if not isinstance(items, list):
+            raise ValueError("__tuple__ must hold a list")
+        return tuple(_decode_arg(v) for v in items)
+    return {k: _decode_arg(v) for k, v in value.items()}
 
 
 def _split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -148,7 +182,9 @@ def capture_spec(spec: Any) -> dict[str, Any] | None:
     ``EnvSpec.to_json()`` when it works, ``additional_wrappers`` (``name``, ``entry_point``,
     ``kwargs``: null for a wrapper that does not record its arguments, ``{}`` for one whose
     ``__init__`` takes only ``env``), ``missing_kwargs``
-    (env kwargs left out, name to repr), and ``module`` (the entry point's module).
+    (env kwargs left out, name to repr), and ``module`` (the entry point's module). The env's
+    and the wrappers' kwargs are encoded by this module (numpy values, dtypes, spaces and tuples
+    tagged), not as ``to_json()`` has them.
     """
     if spec is None:
         return None
@@ -157,24 +193,28 @@ def capture_spec(spec: Any) -> dict[str, Any] | None:
         out = json.loads(spec.to_json())
     except Exception:  # noqa: BLE001  (gymnasium raises ValueError, or json a TypeError)
         out = None
+    # The kwargs are encoded here in either case: to_json() makes tuples lists (which
+    # ReshapeObservation refuses) and cannot hold numpy values, dtypes or spaces.
+    kwargs, missing = _split_kwargs(spec.kwargs)
+    wrappers = []
+    for w in getattr(spec, "additional_wrappers", ()):
+        if w.kwargs is None:
+            wrappers.append({"name": w.name, "entry_point": w.entry_point, "kwargs": None})
+            continue
+        wk, wmissing = _split_kwargs(w.kwargs)
+        item = {"name": w.name, "entry_point": w.entry_point, "kwargs": wk}
+        if wmissing:
+            item["missing_kwargs"] = wmissing
+        wrappers.append(item)
     if out is None or not isinstance(out, dict):
-        kwargs, missing = _split_kwargs(spec.kwargs)
-        wrappers = []
-        for w in getattr(spec, "additional_wrappers", ()):
-            if w.kwargs is None:
-                wrappers.append({"name": w.name, "entry_point": w.entry_point, "kwargs": None})
-                continue
-            wk, wmissing = _split_kwargs(w.kwargs)
-            item = {"name": w.name, "entry_point": w.entry_point, "kwargs": wk}
-            if wmissing:
-                item["missing_kwargs"] = wmissing
-            wrappers.append(item)
         out = {"id": spec.id,
                "entry_point": spec.entry_point if isinstance(spec.entry_point, str) else None,
-               "max_episode_steps": spec.max_episode_steps, "kwargs": kwargs,
-               "additional_wrappers": wrappers}
-        if missing:
-            out["missing_kwargs"] = missing
+               "max_episode_steps": spec.max_episode_steps}
+    out.pop("missing_kwargs", None)
+    out["kwargs"] = kwargs
+    out["additional_wrappers"] = wrappers
+    if missing:
+        out["missing_kwargs"] = missing
     for w in out.get("additional_wrappers") or ():
         if isinstance(w, dict) and w.get("kwargs") is None and _takes_only_env(w.get("entry_point")):
             w["kwargs"] = {}  # nothing to record: wrapper(env) rebuilds it exactly

@@ -186,8 +186,9 @@ def _as_array(name: str, leaf: Any) -> np.ndarray:
         return leaf
     if all(isinstance(x, str) for x in leaf):  # Text leaves
         return np.array(leaf, dtype=str) if leaf else np.zeros(0, dtype="<U1")
-    raise ExportError(f"{name}: a leaf of this space (Sequence, Graph or OneOf) holds rows of "
-                      f"different shapes and cannot be exported to npz")
+    raise ExportError(f"{name}: its rows have no one shape and dtype (values recorded outside "
+                      f"the space, which the recorder warned about, or a Sequence, Graph or "
+                      f"OneOf space) and cannot be exported to npz")
 
 
 def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], *,

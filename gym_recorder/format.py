@@ -77,8 +77,12 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           Kwargs (the env's and the wrappers') MAY hold
                                           {"__numpy__": DTYPE, "shape", "value"} (kinds b, i, u,
                                           f; "value" is numpy's tolist(), finite numbers only;
-                                          shape [] is a numpy scalar) and {"__space__": SPACE}
-                                          for numpy values and spaces
+                                          shape [] is a numpy scalar), {"__space__": SPACE}
+                                          for numpy values and spaces, {"__dtype__": DTYPE,
+                                          "type": bool} for a numpy dtype (true: the scalar
+                                          type, e.g. numpy.float64) and {"__tuple__": [...]}
+                                          for a tuple; list, dict and tuple items are encoded
+                                          the same way
     "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
     "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
     "batches": [BATCH, ...]                in commit order

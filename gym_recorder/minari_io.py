@@ -187,7 +187,65 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
         why = f" ({rebuild.problem})" if rebuild.problem else ""
         return None, (f"the env made again from the recorded spec has other spaces than the "
                       f"recording{why}; the dataset has the spaces only")
+    if rebuild.problem:  # (same spaces, but a wrapper or kwarg is missing: another env)
+        env.close()
+        return None, (f"the recorded spec cannot make the recorded env again "
+                      f"({rebuild.problem}); the dataset has the spaces only")
+    why = _json_spec_problem(env, source)
+    if why:
+        env.close()
+        return None, (f"Minari keeps the env spec as gymnasium's EnvSpec.to_json(), which "
+                      f"cannot hold it ({why}); the dataset has the spaces only")
     return env, None
+
+
+def _json_spec_problem(env: Any, source: SelectionSource) -> str:
+    """Why the env's spec does not survive Minari's JSON (``EnvSpec.to_json()`` and
+    ``from_json()``, then ``gymnasium.make``, with the recording's spaces), or "" if it does.
+
+    The kwargs JSON changes (numpy values, dtypes: not JSON at all; tuples: lists) are named
+    by wrapper."""
+    from gymnasium.envs.registration import EnvSpec
+
+    spec = fill_env_only_wrappers(env.spec)
+    try:
+        again = gym.make(EnvSpec.from_json(spec.to_json()))
+    except Exception as e:  # noqa: BLE001  (not JSON, or the wrapper refuses what JSON gave)
+        failure = f"{type(e).__name__}: {e}".splitlines()[0]
+    else:
+        same = (again.observation_space, again.action_space) == (source.observation_space,
+                                                                 source.action_space)
+        again.close()
+        if same:
+            return ""
+        failure = "the env made from it has other spaces than the recording"
+    changed = [w.name for w in spec.additional_wrappers if not _survives_json(w.kwargs)]
+    if not _survives_json(spec.kwargs):
+        changed.insert(0, "the env's kwargs")
+    named = f"; arguments JSON changes: {', '.join(changed)}" if changed else ""
+    return f"{failure}{named}"
+
+
+def _survives_json(value: Any) -> bool:
+    """True if ``value`` comes back from JSON as it was (no tuples, numpy values, objects)."""
+    import json
+
+    try:
+        back = json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return False
+    return _same_json(back, value)
+
+
+def _same_json(back: Any, value: Any) -> bool:
+    if type(back) is not type(value):  # (np.float64, a float subclass, comes back a float)
+        return False
+    if isinstance(value, dict):
+        return back.keys() == value.keys() and all(_same_json(back[k], v)
+                                                   for k, v in value.items())
+    if isinstance(value, list):
+        return len(back) == len(value) and all(_same_json(b, v) for b, v in zip(back, value))
+    return bool(back == value)
 
 
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
@@ -220,8 +278,9 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         ``close()``, as a recording loop often ends) are skipped, since a Minari episode has at
         least one step; the spaces and env are those of the selected episodes' writers (a
         env spec keeps the recorded kwargs, time limit and wrappers; a vector writer's is one
-        sub-env's; an env that cannot be made again here, or not with the recorded spaces, is
-        left out, ``"env_spec_dropped"`` saying why; else None).
+        sub-env's; an env that cannot be made again here, not with the recorded spaces or not
+        with every recorded wrapper, or whose spec does not survive Minari's JSON
+        (``EnvSpec.to_json()``), is left out, ``"env_spec_dropped"`` saying why; else None).
 
     Raises:
         OutputExistsError: if the dataset exists.
