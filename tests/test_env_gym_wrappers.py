@@ -309,7 +309,7 @@ def test_npz_export_of_observations_outside_the_space_names_the_cause(tmp_path):
 
 
 def test_resize_observation(tmp_path):
-    pytest.importorskip("cv2", reason="ResizeObservation needs opencv-python (gymnasium[other])")
+    need_module("cv2", 'pip install ".[test]" (opencv-python-headless, for ResizeObservation)')
     rec, truth = _record_outside(W.ResizeObservation(
         mk("sample_envs/Image-v0", height=12, width=12), (6, 6)), tmp_path, episodes=2, steps=5)
     _assert_recorded(tmp_path, truth, rec.observation_space, rec.action_space)
@@ -317,7 +317,7 @@ def test_resize_observation(tmp_path):
 
 
 def test_record_video_inside_the_recorder(tmp_path):
-    pytest.importorskip("moviepy", reason="RecordVideo needs moviepy (gymnasium[other])")
+    need_module("moviepy", 'pip install ".[test]" (moviepy, for RecordVideo)')
     env = W.RecordVideo(mk("CartPole-v1", render_mode="rgb_array"), str(tmp_path / "video"))
     rec, truth = _record_outside(env, tmp_path / "rec", episodes=2, steps=10)
     _assert_recorded(tmp_path / "rec", truth, rec.observation_space, rec.action_space)
