@@ -17,7 +17,10 @@ issue 13), else ``MISS``.
 Then the map-style ``TransitionDataset`` in shuffled order (``--items`` random items, as a
 ``DataLoader(shuffle=True)`` worker asks for them): µs per item on a fresh dataset (its first
 pass decodes each batch it meets once) and on a second pass, against the floor of a map-style
-dataset, taking the same rows out of the in-memory ``transitions`` arrays one item at a time.
+dataset, taking the same rows out of the in-memory ``transitions`` arrays one item at a time;
+on the CartPole recording (short episodes, each held whole by one batch) and on one of
+``--image-episodes`` episodes of 1,000 steps of 84x84x3 frames (each spread over ~20 batches,
+items read by rows).
 
 Run from the repository root::
 
@@ -86,7 +89,24 @@ def build(directory: str) -> int:
     return len(t)
 
 
-def shuffled_items(directory: str, items: int, repeats: int) -> None:
+def make_image_recording(directory: str, episodes: int) -> None:
+    """Episodes of 1,000 steps of 84x84x3 uint8 frames: each spread over ~20 batches."""
+    import sample_envs  # noqa: F401  (registers sample_envs/Image-v0)
+
+    env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=84, width=84,
+                                    episode_length=1000), directory)
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    done = 0
+    while done < episodes:
+        _, _, te, tr, _ = env.step(env.action_space.sample())
+        if te or tr:
+            done += 1
+            env.reset()
+    env.close()
+
+
+def shuffled_items(directory: str, items: int, repeats: int, label: str = "") -> None:
     """TransitionDataset items in random order against rows of in-memory arrays."""
     with RecordingReader(directory) as reader:
         t = transitions(reader)
@@ -107,7 +127,7 @@ def shuffled_items(directory: str, items: int, repeats: int) -> None:
             passes.append(time.perf_counter() - t0)
         ds.close()
     f, a, b = (statistics.median(x) / items * 1e6 for x in (floor, first, second))
-    print(f"TransitionDataset, {items:,} shuffled items: first pass {a:8.1f} us/item, "
+    print(f"TransitionDataset{label}, {items:,} shuffled items: first pass {a:8.1f} us/item, "
           f"second {b:6.1f} us/item; rows of in-memory arrays {f:5.1f} us/item "
           f"(second pass {b / f:.1f}x that)")
 
@@ -118,6 +138,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--items", type=int, default=20_000,
                     help="shuffled TransitionDataset items per pass")
+    ap.add_argument("--image-episodes", type=int, default=5,
+                    help="episodes of 84x84x3 images (1,000 steps, 21 MB each) for the "
+                         "shuffled items of long episodes; 0 to skip")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs")
     tmp = tempfile.mkdtemp(prefix="bench_training.")
@@ -152,6 +175,11 @@ def main() -> int:
         print(f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}): "
               f"{'ok' if ratio <= TARGET_RATIO else 'MISS'}")
         shuffled_items(tmp, args.items, args.repeats)
+        if args.image_episodes:
+            images = os.path.join(tmp, "images")
+            make_image_recording(images, args.image_episodes)
+            shuffled_items(images, args.items, args.repeats,
+                           f" of {args.image_episodes} x 1,000 steps of 84x84x3")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -9,8 +9,9 @@ spawn). Constructing one reads the episodes' summaries (their rewards), never th
 observations. Each process keeps the batches it decoded last in memory (up to ``cache_bytes``
 of them): an item of an episode that one batch holds whole is a row of that decoded batch, so
 shuffled items cost a batch decode only on a miss (the whole recording, if it fits, is decoded
-once per process). An episode spread over several batches is read whole, and the last few of
-those are kept.
+once per process). An episode spread over several batches (long episodes of images) is read
+whole and kept if every selected episode fits in ``cache_bytes``; otherwise an item reads its
+own rows (:meth:`RecordingReader.episode_rows`), a few kB, not the episode.
 
 Example:
     >>> from gym_recorder.datasets import TransitionDataset, WindowDataset
@@ -31,15 +32,16 @@ import numpy as np
 
 from .episode import BatchInfo, EpisodePart
 from .errors import EmptySelectionError, FormatError
+from .assemble import EpisodeRows
 from .reader import Episode, RecordingReader
 from .selection import episode_indices, writer_positions
 from .transitions import tree_leaves, tree_map
 
 __all__ = ["TransitionDataset", "EpisodeDataset", "WindowDataset"]
 
-# Episodes spread over several batches kept in memory per process (an LRU, also bounded by the
-# dataset's cache_bytes), so that items of one such episode read it once.
-EPISODE_CACHE = 8
+# Episodes spread over several batches whose checked references are kept per process (an LRU
+# of small objects: an item of such an episode reads its own rows through them).
+ROWS_CACHE = 256
 # Bytes of decoded batches kept in memory per process (an LRU; the batch read last is always
 # kept): items of the episodes a batch holds whole are rows of its decoding.
 DEFAULT_CACHE_BYTES = 128 << 20
@@ -131,6 +133,8 @@ class _RecordingDataset:
         self._reader_obj: RecordingReader | None = None
         self._cache: OrderedDict[int, Episode | EpisodePart] = OrderedDict()
         self._whole: _WholeParts | None = None
+        self._rows: OrderedDict[int, EpisodeRows | None] = OrderedDict()
+        self._fits: bool | None = None  # (see _source)
         self._writers: list[str] = []  # (set below: until then a reader needs no resolving)
         reader = self._reader()
         self.episodes = np.asarray(episode_indices(reader, episodes), dtype=np.int64)
@@ -152,7 +156,7 @@ class _RecordingDataset:
         if self._reader_obj is None or self._reader_pid != pid:
             # a reader inherited through fork is dropped, not used: it belongs to the parent
             self._reader_obj, self._reader_pid = None, None
-            self._cache, self._whole = OrderedDict(), None
+            self._cache, self._whole, self._rows = OrderedDict(), None, OrderedDict()
             reader = RecordingReader(self.location, verify=self.verify)
             self._resolved = None
             if self._writers:  # (empty while __init__ makes the selection)
@@ -176,9 +180,11 @@ class _RecordingDataset:
         resolved: np.ndarray = firsts[self._owner] + self._numbers
         return resolved
 
-    def _episode(self, e: int) -> Episode | EpisodePart:
-        """The ``e``-th selected episode, cut to the steps it had when the dataset was made:
-        its part in a decoded batch if one batch holds it whole, else the Episode."""
+    def _source(self, e: int, by_rows: bool = True) -> Episode | EpisodePart | EpisodeRows:
+        """Where the ``e``-th selected episode's items come from, cut to the steps it had when
+        the dataset was made: its part in a decoded batch if one batch holds it whole; else
+        (``by_rows``) its rows reader if it can be read by rows
+        (:meth:`RecordingReader.episode_rows`); else the Episode, read whole."""
         reader = self._reader()
         assert self._resolved is not None
         index = int(self._resolved[e])
@@ -189,18 +195,32 @@ class _RecordingDataset:
         if part is not None:
             # (an episode still being recorded has grown since the dataset was made: cut)
             return part if len(part.rewards) <= n else _cut(part, n)
+        if by_rows and e not in self._cache:
+            if e in self._rows:
+                self._rows.move_to_end(e)
+                rows = self._rows[e]
+            else:
+                rows = self._rows[e] = reader.episode_rows(index)
+                if len(self._rows) > ROWS_CACHE:
+                    self._rows.popitem(last=False)
+            if rows is not None and self._fits is None:
+                # Whether every selected episode, read whole, fits in cache_bytes (judged by
+                # the first episode read by rows): then each is read once and kept whole.
+                per_step = rows.nbytes / max(len(rows), 1)
+                self._fits = per_step * float(self.lengths.sum()) <= self.cache_bytes
+            if rows is not None and not self._fits:
+                return rows
         ep = self._cache.get(e)
         if ep is None:
             ep = reader[index]
             if len(ep.rewards) > n:
                 ep = _cut(ep, n)
             self._cache[e] = ep
-            # At most EPISODE_CACHE episodes, and no more than cache_bytes of them (the one
-            # read last is kept): long episodes of images are tens of MB each.
+            # No more than cache_bytes of them (the one read last is kept): long episodes of
+            # images are tens of MB each.
             held = sum(_nbytes(x.observations) + _nbytes(x.actions)
                        for x in self._cache.values())
-            while len(self._cache) > 1 and (len(self._cache) > EPISODE_CACHE
-                                            or held > self.cache_bytes):
+            while len(self._cache) > 1 and held > self.cache_bytes:
                 dropped = self._cache.popitem(last=False)[1]
                 held -= _nbytes(dropped.observations) + _nbytes(dropped.actions)
         else:
@@ -209,7 +229,8 @@ class _RecordingDataset:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_reader_obj=None, _reader_pid=None, _cache=OrderedDict(), _whole=None)
+        state.update(_reader_obj=None, _reader_pid=None, _cache=OrderedDict(), _whole=None,
+                     _rows=OrderedDict())
         return state
 
     def close(self) -> None:
@@ -217,7 +238,7 @@ class _RecordingDataset:
         if self._reader_obj is not None and self._reader_pid == os.getpid():
             self._reader_obj.close()
         self._reader_obj, self._reader_pid, self._cache = None, None, OrderedDict()
-        self._whole = None
+        self._whole, self._rows = None, OrderedDict()
 
     @staticmethod
     def _check_index(i: Any, n: int) -> int:
@@ -237,8 +258,9 @@ class TransitionDataset(_RecordingDataset):
         episodes: reader indices to use (e.g. from :func:`gym_recorder.selection.select` or
             :func:`~gym_recorder.selection.split`); all by default.
         verify: check checksums while reading.
-        cache_bytes: bytes of decoded batches each process keeps (default 128 MiB); an item
-            of an episode that one batch holds whole is read from them.
+        cache_bytes: bytes of decoded batches (and of episodes read whole) each process keeps
+            (default 128 MiB); an item of an episode that one batch holds whole is read from
+            them.
     """
 
     def __init__(self, location: str | os.PathLike[str], episodes: Sequence[int] | None = None, *,
@@ -253,7 +275,16 @@ class TransitionDataset(_RecordingDataset):
         i = self._check_index(i, len(self))
         e = int(np.searchsorted(self.starts, i, side="right")) - 1
         k = i - int(self.starts[e])
-        ep = self._episode(e)
+        ep = self._source(e)
+        if isinstance(ep, EpisodeRows):  # a long episode: read this item's rows alone
+            rows = ep
+            obs = rows.rows("observations", k, k + 2)
+            return {"obs": _row(obs, 0), "next_obs": _row(obs, 1),
+                    "action": _row(rows.rows("actions", k, k + 1), 0),
+                    "reward": rows.rows("rewards", k, k + 1)[0],
+                    "terminated": rows.rows("terminations", k, k + 1)[0],
+                    "truncated": rows.rows("truncations", k, k + 1)[0],
+                    "episode": self.episodes[e], "step": np.int64(k)}
         return {"obs": _row(ep.observations, k), "next_obs": _row(ep.observations, k + 1),
                 "action": _row(ep.actions, k), "reward": ep.rewards[k],
                 "terminated": ep.terminations[k], "truncated": ep.truncations[k],
@@ -277,7 +308,8 @@ class EpisodeDataset(_RecordingDataset):
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
-        ep = self._episode(i)
+        ep = self._source(i, by_rows=False)
+        assert not isinstance(ep, EpisodeRows)
         seed = self.seeds[i]
         return {"observations": _copied(ep.observations), "actions": _copied(ep.actions),
                 "rewards": ep.rewards.copy(), "terminations": ep.terminations.copy(),
@@ -324,20 +356,31 @@ class WindowDataset(_RecordingDataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         i = self._check_index(i, len(self))
         e = int(self.owner[i])
-        ep = self._episode(e)
-        n = len(ep.rewards)
-        rows = int(self.offsets[i]) + np.arange(self.length, dtype=np.int64)
+        n = int(self.lengths[e])
+        first = int(self.offsets[i])
+        rows = first + np.arange(self.length, dtype=np.int64)
         mask = rows < n
         rows = np.minimum(rows, n - 1)
+        ep = self._source(e)
+        if isinstance(ep, EpisodeRows):  # a long episode: read this window's rows alone
+            by_rows = ep
+            stop = int(rows[-1]) + 1
+            obs = by_rows.rows("observations", first, stop + 1)
+            act, rew, term, trunc = (by_rows.rows(name, first, stop) for name in (
+                "actions", "rewards", "terminations", "truncations"))
+            local = rows - first
+        else:
+            obs, act, rew, term, trunc = (ep.observations, ep.actions, ep.rewards,
+                                          ep.terminations, ep.truncations)
+            local = rows
 
         def take(leaf: Any, shift: int = 0) -> Any:
             if isinstance(leaf, np.ndarray):
-                return leaf[rows + shift]
-            return [leaf[int(r) + shift] for r in rows]
+                return leaf[local + shift]
+            return [leaf[int(r) + shift] for r in local]
 
-        return {"obs": tree_map(take, ep.observations),
-                "next_obs": tree_map(lambda x: take(x, 1), ep.observations),
-                "action": tree_map(take, ep.actions), "reward": ep.rewards[rows],
-                "terminated": ep.terminations[rows], "truncated": ep.truncations[rows],
+        return {"obs": tree_map(take, obs), "next_obs": tree_map(lambda x: take(x, 1), obs),
+                "action": tree_map(take, act), "reward": rew[local],
+                "terminated": term[local], "truncated": trunc[local],
                 "episode": np.full(self.length, self.episodes[e], dtype=np.int64), "step": rows,
                 "mask": mask}

@@ -25,8 +25,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single_episode,
-                       stitched_episode, summarize)
+from .assemble import (COLUMN_KINDS, EpisodeRows, PartItem, episode_rows, fast_episode,
+                       read_column, single_episode, stitched_episode, summarize)
 from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
@@ -240,6 +240,28 @@ class RecordingReader:
         return read_column(dec, self.directory, name, located,
                            lambda m, number: None if m.legacy else self._fast_part(dec, m, number),
                            self._parts, self.__getitem__)
+
+    def episode_rows(self, index: int) -> EpisodeRows | None:
+        """An episode's checked references, to read any rows of its fields alone.
+
+        ``reader.episode_rows(i).rows("observations", a, b)`` equals
+        ``reader[i].observations[a:b]`` but reads only those rows' bytes: for a long episode of
+        large observations, a few kB instead of the episode. Its batch files are read (their
+        JSON) and every reference is checked when it is made, as reading the episode would.
+
+        Returns:
+            None when the episode must be read whole: with ``verify=True`` (a checksum covers
+            a whole array), for a gym-recording writer, or when a leaf is stored as values or
+            in different dtypes in different parts.
+
+        Raises:
+            IndexError, TypeError: for a bad index, as indexing raises.
+            FormatError: if a file is malformed, as reading the episode would.
+        """
+        index, m, number = self._locate(index)
+        if m.legacy or self._decoder.verify:
+            return None
+        return episode_rows(self._decoder, m, self._parts(m, number))
 
     def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
         """The column-decoded part of writer m's episode ``number`` if it is the episode's

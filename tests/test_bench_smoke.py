@@ -69,9 +69,11 @@ def test_training_benchmark_runs_and_prints_its_figures():
     env = dict(os.environ, PYTHONPATH=REPO)
     proc = subprocess.run(
         [sys.executable, os.path.join(REPO, "benchmarks", "bench_training.py"), "--steps", "3000",
-         "--repeats", "1", "--items", "200"], capture_output=True, text=True, env=env,
+         "--repeats", "1", "--items", "200", "--image-episodes", "1"], capture_output=True,
+        text=True, env=env,
         timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("np.fromfile of the .bin files", "transitions(reader), 3,000 steps:",
-                  "ratio ", "TransitionDataset, 200 shuffled items: first pass"):
+                  "ratio ", "TransitionDataset, 200 shuffled items: first pass",
+                  "TransitionDataset of 1 x 1,000 steps of 84x84x3, 200 shuffled items"):
         assert sum(ln.startswith(label) for ln in proc.stdout.splitlines()) == 1, proc.stdout
