@@ -254,3 +254,42 @@ def test_minari_export_leaves_out_the_spec_of_an_env_recorded_through_vector_wra
                                                          vectorization_mode="sync"), -1.0, 0.5))
     result = export_minari(tmp_path / "rec", "test/clipped-v0")
     assert "vector wrapper(s) ClipReward" in (result["env_spec_dropped"] or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Values outside the space, from a wrapper inside the recorder
+
+
+def _float64_observations(mode: AutoresetMode, n: int) -> gym.vector.VectorEnv:
+    def to64(o):
+        return o.astype(np.float64)
+
+    if mode == SAME:  # (the vector TransformObservation refuses SAME_STEP: wrap each sub-env,
+        # whose float64 final observations reach info["final_obs"] as they are)
+        return gym.vector.SyncVectorEnv([lambda: gym.wrappers.TransformObservation(
+            gym.make("CartPole-v1"), to64, None)] * n, autoreset_mode=mode)
+    return VW.TransformObservation(make("CartPole-v1", mode, n), to64)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+@pytest.mark.parametrize("mode", MODES, ids=[m.value for m in MODES])
+def test_float64_observations_in_a_float32_box_are_kept_and_warned_once(tmp_path, mode, n):
+    """The vector recorder kept them exactly but never warned (a single env's recorder does)."""
+    from gym_recorder.errors import OutsideSpaceWarning
+
+    inner = _float64_observations(mode, n)
+    truth = VectorTruth(inner)
+    rec = RecordingVectorWrapper(truth, tmp_path / "rec", target_batch_bytes=3000)
+    with pytest.warns(OutsideSpaceWarning) as caught:
+        drive(rec, truth, 40)
+    outside = [w for w in caught if issubclass(w.category, OutsideSpaceWarning)]
+    assert len(outside) == 1 and outside[0].filename.endswith("test_vector.py")
+    assert "observation: dtype float64 does not fit the space's float32" in str(outside[0].message)
+    expected = truth_episodes(truth, inner)
+    with RecordingReader(tmp_path / "rec") as reader:
+        episodes = list(reader)
+    assert len(episodes) == len(expected)
+    for ep, t in zip(episodes, expected):
+        assert ep.observations.dtype == np.float64 and ep.sub_env == t.sub_env
+        assert np.array_equal(ep.observations, np.array(t.observations, np.float64))
+    assert any(np.array(t.observations).dtype == np.float64 for t in expected)
