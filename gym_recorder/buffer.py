@@ -98,6 +98,7 @@ class ColumnBuffer:
         self._cap = self._capacity  # rows of the batch being filled
         self._obs_cols: list[Any] = []
         self._act_cols: list[Any] = []
+        self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
         self._obs0: np.ndarray | None = None  # the one column of a single-leaf space, if stacked
         self._act0: np.ndarray | None = None
 
@@ -160,6 +161,26 @@ class ColumnBuffer:
             return None
         return record_info(info, self._info_filter, where)
 
+    def _outside(self, cols: list[Any], j: int, what: str, message: str,
+                 stacklevel: int = 5) -> None:
+        """Warns once per leaf that a value lies outside the space (it is kept exactly).
+
+        Args:
+            cols: the observation or action columns the leaf is in.
+            j: the leaf.
+            what: ``"observation"`` or ``"action"``.
+            message: what is outside the space, and how it is stored.
+            stacklevel: of the warning (the caller's ``step`` or ``reset``).
+        """
+        side = "obs" if cols is self._obs_cols else "act"
+        if (side, j) in self._warned:
+            return
+        self._warned.add((side, j))
+        layout = self._obs_layout if side == "obs" else self._act_layout
+        path = layout.leaf_paths()[j]
+        warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
+                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=stacklevel)
+
 
 class _Columns:
     """One set of preallocated columns, with capacity for ``steps`` steps."""
@@ -204,7 +225,6 @@ class StepBuffer(ColumnBuffer):
         self._last_obs: list[Any] | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
         self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
-        self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
         self._new_columns()
 
     def discard(self) -> None:
@@ -328,17 +348,6 @@ class StepBuffer(ColumnBuffer):
                 col.append(snapshot(values[j], f"{what} leaf {j}"))
                 continue
             col[row] = v
-
-    def _outside(self, cols: list[Any], j: int, what: str, message: str) -> None:
-        """Warns once per leaf that a value lies outside the space (it is kept exactly)."""
-        side = "obs" if cols is self._obs_cols else "act"
-        if (side, j) in self._warned:
-            return
-        self._warned.add((side, j))
-        layout = self._obs_layout if side == "obs" else self._act_layout
-        path = layout.leaf_paths()[j]
-        warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
-                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=5)
 
     def _to_values(self, cols: list[Any], j: int, row: int) -> list[Any]:
         """Turns leaf column ``j`` into a list of per-row values (the rows so far kept), for

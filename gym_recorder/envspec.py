@@ -23,13 +23,22 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["capture_spec", "EnvRebuilder", "import_modules", "MAKE_VEC_ARGUMENTS"]
+__all__ = ["active_vector_wrappers", "capture_spec", "capture_vector_wrappers", "EnvRebuilder",
+           "import_modules", "MAKE_VEC_ARGUMENTS", "PASSIVE_VECTOR_WRAPPERS"]
 
 # Keys of a vector env's spec kwargs that are gymnasium.make_vec's own arguments.
 MAKE_VEC_ARGUMENTS = ("num_envs", "vector_kwargs", "wrappers")
 # How much of a left-out value's repr is kept (to name it, not to rebuild it).
 REPR_CHARS = 200
 _MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+# Vector wrappers that change no observation, action, reward or flag (only infos, rendering):
+# a recording made through them replays without them.
+PASSIVE_VECTOR_WRAPPERS = (
+    "gymnasium.wrappers.vector.common:RecordEpisodeStatistics",
+    "gymnasium.wrappers.vector.dict_info_to_list:DictInfoToList",
+    "gymnasium.wrappers.vector.rendering:HumanRendering",
+    "gymnasium.wrappers.vector.rendering:RecordVideo",
+)
 # Modules whose wrappers replay may load without them being imported first.
 _TRUSTED_MODULES = ("gymnasium.", "gym_recorder.")
 
@@ -224,6 +233,51 @@ def capture_spec(spec: Any) -> dict[str, Any] | None:
     return out
 
 
+def capture_vector_wrappers(env: Any) -> list[dict[str, Any]]:
+    """The vector wrappers (``gymnasium.vector.VectorWrapper``) around a vector env, innermost
+    first.
+
+    A vector env's spec is its innermost env's (``VectorWrapper.spec`` passes it on), so the
+    wrappers applied after ``gymnasium.make_vec`` are listed here: each as ``name``,
+    ``entry_point`` (``module:qualname``) and ``kwargs`` (null for a wrapper that does not
+    record its constructor arguments; those JSON cannot hold are named in ``missing_kwargs``).
+
+    Args:
+        env: the vector env the recorder wraps (its outermost wrapper, or the env itself).
+
+    Returns:
+        One dict per wrapper, from the one next to the env outwards (empty: no wrapper).
+    """
+    from gymnasium.vector import VectorWrapper
+
+    out: list[dict[str, Any]] = []
+    while isinstance(env, VectorWrapper):
+        cls = type(env)
+        item: dict[str, Any] = {"name": cls.__name__,
+                                "entry_point": f"{cls.__module__}:{cls.__qualname__}",
+                                "kwargs": None}
+        saved = getattr(env, "_saved_kwargs", None)
+        if isinstance(saved, dict):
+            kept, missing = _split_kwargs(saved)
+            item["kwargs"] = kept
+            if missing:
+                item["missing_kwargs"] = missing
+        out.append(item)
+        env = env.env
+    out.reverse()
+    return out
+
+
+def active_vector_wrappers(spec: Mapping[str, Any]) -> list[str]:
+    """The recorded vector wrappers (``vector_wrappers`` of an ``env_spec``) that may change
+    what the env returns or receives (not in :data:`PASSIVE_VECTOR_WRAPPERS`), as
+    ``"name (entry_point)"``, innermost first."""
+    wrappers = spec.get("vector_wrappers")
+    return [f"{w.get('name')} ({w.get('entry_point')})" for w in
+            (wrappers if isinstance(wrappers, list) else []) if not isinstance(w, dict)
+            or w.get("entry_point") not in PASSIVE_VECTOR_WRAPPERS]
+
+
 # Modules imported with import_modules() in this process (``--import``, or the module of a
 # ``module:EnvId``): recordings made afterwards name them, so that replay can import them too.
 USER_MODULES: list[str] = []
@@ -255,7 +309,9 @@ class EnvRebuilder:
         spec: the recorded ``env_spec`` (a dict).
         env_kwargs: kwargs given by the user (``--env-kwargs``): they fill in the kwargs that
             were not recorded and override recorded ones.
-        vector: True for a vector writer (its sub-envs are made one by one; no wrappers).
+        vector: True for a vector writer (its sub-envs are made one by one; no wrappers; one
+            recorded through vector wrappers other than :data:`PASSIVE_VECTOR_WRAPPERS` cannot
+            be made again).
 
     Attributes:
         problem: why the env cannot be made ("" if it can): names every kwarg that is missing
@@ -282,6 +338,11 @@ class EnvRebuilder:
             if "wrappers" in missing:
                 problems.append(f"make_vec wrappers={missing.pop('wrappers')} were not recorded "
                                 "(not JSON): the sub-envs cannot be rebuilt with them")
+            active = active_vector_wrappers(spec)
+            if active:
+                problems.append(f"recorded through the vector wrapper(s) {', '.join(active)}, "
+                                "which replay cannot rebuild (it makes the env from its spec, "
+                                "without them)")
         lacking = [f"{k}={v}" for k, v in missing.items() if k not in self.user_kwargs]
         if lacking:
             problems.append(f"env kwargs not recorded (not JSON): {', '.join(lacking)}; "

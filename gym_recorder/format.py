@@ -73,7 +73,12 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           (null: not recordable), "missing_kwargs" (optional)}],
                                           "missing_kwargs" {name: repr} for kwargs JSON cannot
                                           hold, "module" (the entry point's module), "imports"
-                                          (modules the recording process imported for the env).
+                                          (modules the recording process imported for the env);
+                                          a vector writer's also "vector_wrappers" [{"name",
+                                          "entry_point", "kwargs" (null: not recorded),
+                                          "missing_kwargs" (optional)}]: the vector wrappers
+                                          between the env the spec describes and the recorder,
+                                          innermost first (the spec does not show them).
                                           Kwargs (the env's and the wrappers') MAY hold
                                           {"__numpy__": DTYPE, "shape", "value"} (kinds b, i, u,
                                           f; "value" is numpy's tolist(), finite numbers only;

@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
                      RecorderError, UnsupportedSpaceError)
-from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, fill_env_only_wrappers
+from .envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers, fill_env_only_wrappers
 from .export import _require
 from .fileio import remove_stale_temps, temp_sibling
 from .reader import RecordingReader
@@ -167,6 +167,10 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
         if wrapped:
             return None, ("the sub-envs were wrapped by make_vec(wrappers=...), which a spec "
                           "cannot hold; the dataset has the spaces only")
+        active = active_vector_wrappers(recorded)
+        if active:
+            return None, (f"recorded through the vector wrapper(s) {', '.join(active)}, which "
+                          "a sub-env's spec cannot hold; the dataset has the spaces only")
     spec = replace(spec, kwargs={**spec.kwargs, **kwargs})
     steps = recorded.get("max_episode_steps", spec.max_episode_steps)
     if steps is None or (type(steps) is int and steps > 0):  # the recorded time limit

@@ -19,7 +19,10 @@ Recording is batched: :class:`~gym_recorder.vector_buffer.VectorStepBuffer` buff
 steps (see there); this module is the Gymnasium side.
 
 Vector info dicts (arrays of ``num_envs`` values with ``_key`` presence masks, nested dicts
-likewise) are split into one info dict per sub-env by :func:`unstack_info`.
+likewise) are split into one info dict per sub-env by :func:`unstack_info`. An info that is
+already a list of one dict per sub-env (``gymnasium.wrappers.vector.DictInfoToList`` inside the
+recorder) is recorded as it is; in ``SameStep`` mode each dict's ``final_obs`` and
+``final_info`` are its sub-env's final observation and info.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Any, TypeGuard
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from .errors import RecordingClosedError, ResetNeeded
+from .envspec import capture_vector_wrappers
+from .errors import RecordingClosedError, ResetNeeded, UnsupportedValueError
 from .spaces import Layout
 from .session import RecordingSession, check_options
 from .vector_buffer import DISABLED, NEXT_STEP, SAME_STEP, VectorStepBuffer
@@ -171,6 +175,8 @@ class RecordingVectorWrapper(VectorWrapper):
         mode = _autoreset_mode(env)
         num_envs = int(env.num_envs)
         header = env_header(env, env.single_observation_space, env.single_action_space)
+        if isinstance(header["env_spec"], dict):  # (the spec is the innermost env's)
+            header["env_spec"]["vector_wrappers"] = capture_vector_wrappers(env)
         header["vector"] = {"num_envs": num_envs, "autoreset_mode": mode}
         obs_layout = Layout(header["observation_space"])
         act_layout = Layout(header["action_space"])
@@ -203,10 +209,58 @@ class RecordingVectorWrapper(VectorWrapper):
         """The env's autoreset mode: ``"NextStep"``, ``"SameStep"`` or ``"Disabled"``."""
         return self._mode
 
-    def _split(self, info: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[int, dict[str, Any]]:
+    def _split(self, info: dict[str, Any] | list[dict[str, Any]],
+               skip: tuple[str, ...] = ()) -> dict[int, dict[str, Any]]:
         if not info or not self._record_infos:
             return {}
+        if isinstance(info, list):  # already one dict per sub-env (DictInfoToList)
+            return {i: d for i, d in enumerate(self._info_list(info)) if d}
         return {i: d for i, d in enumerate(unstack_info(info, self._n, skip)) if d}
+
+    def _info_list(self, info: list[Any]) -> list[dict[str, Any]]:
+        """A list info's dicts (one per sub-env, as ``DictInfoToList`` gives), checked.
+
+        Raises:
+            UnsupportedValueError: if it is not ``num_envs`` dicts.
+        """
+        if len(info) != self._n or not all(isinstance(d, dict) for d in info):
+            raise UnsupportedValueError(
+                f"info: a list of {len(info)} {sorted({type(d).__name__ for d in info})}, "
+                f"expected a dict or a list of {self._n} dicts (one per sub-env)")
+        return info
+
+    def _same_step_finals(self, info: dict[str, Any] | list[dict[str, Any]]) -> tuple[
+            dict[int, Any] | None, dict[int, dict[str, Any]] | None, dict[int, dict[str, Any]]]:
+        """A SAME_STEP step info: (final observations, final infos, the rest split per sub-env).
+
+        The info is a vector info dict (``final_obs`` and ``final_info`` with their ``_`` masks)
+        or, from ``DictInfoToList``, one dict per sub-env holding its own ``final_obs`` and
+        ``final_info``.
+        """
+        if isinstance(info, list):
+            final_obs: dict[int, Any] = {}
+            final_infos: dict[int, dict[str, Any]] = {}
+            infos: dict[int, dict[str, Any]] = {}
+            for i, d in enumerate(self._info_list(info)):
+                if "final_obs" in d:
+                    final_obs[i] = d["final_obs"]
+                    fi = d.get("final_info")
+                    if isinstance(fi, dict) and fi and self._record_infos:
+                        final_infos[i] = fi
+                rest = {k: v for k, v in d.items() if k not in _FINAL_KEYS} \
+                    if "final_obs" in d or "final_info" in d else d
+                if rest and self._record_infos:
+                    infos[i] = rest
+            return final_obs or None, final_infos or None, infos
+        if not info or "final_obs" not in info:
+            return None, None, self._split(info)
+        fo, fo_mask = info["final_obs"], info.get("_final_obs")
+        which = np.flatnonzero(fo_mask).tolist() if _is_mask(fo_mask, self._n) else \
+            range(self._n)
+        fi = info.get("final_info")
+        return ({i: fo[i] for i in which},
+                self._split(fi) if isinstance(fi, dict) and fi and self._record_infos else None,
+                self._split(info, _FINAL_KEYS))
 
     def reset(self, *, seed: int | list[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -246,15 +300,8 @@ class RecordingVectorWrapper(VectorWrapper):
         result = self.env.step(actions)
         obs, reward, terminated, truncated, info = result
         final_obs = final_infos = None
-        if self._mode == SAME_STEP and info and "final_obs" in info:
-            fo, fo_mask = info["final_obs"], info.get("_final_obs")
-            which = np.flatnonzero(fo_mask).tolist() if _is_mask(fo_mask, self._n) else \
-                range(self._n)
-            final_obs = {i: fo[i] for i in which}
-            fi = info.get("final_info")
-            if isinstance(fi, dict) and fi and self._record_infos:
-                final_infos = self._split(fi)
-            infos = self._split(info, _FINAL_KEYS)
+        if self._mode == SAME_STEP:
+            final_obs, final_infos, infos = self._same_step_finals(info)
         else:
             infos = self._split(info)
         buffer = self._buffer

@@ -277,12 +277,21 @@ class VectorStepBuffer(ColumnBuffer):
                     f"values of dtype {v.dtype} do not fit the {col.dtype} column exactly, "
                     f"and no common dtype holds both (a vector recorder stores arrays only)")
             if wide != col.dtype:
+                # Outside the space (Gymnasium only warns): kept exactly, in the wider dtype.
+                self._outside(cols, j, "observation" if cols is self._obs_cols else "action",
+                              f"dtype {v.dtype} does not fit the space's "
+                              f"{self._leaf_dtype(cols, j)}; stored as {wide}", stacklevel=6)
                 col = self._widen(cols, j, wide)
         if col.dtype.hasobject and type(index) is slice:
             for k, x in enumerate(v):
                 col[index.start + k] = x
         else:
             col[index] = v
+
+    def _leaf_dtype(self, cols: list[Any], j: int) -> Any:
+        """The space's dtype of leaf ``j`` of the observation or action columns ``cols``."""
+        layout = self._obs_layout if cols is self._obs_cols else self._act_layout
+        return getattr(layout.leaves[j], "dtype", None)
 
     def _written_exact_in(self, col: np.ndarray, index: Any, dtype: np.dtype[Any]) -> bool:
         """True when the rows of ``col`` written so far keep their values in ``dtype`` (rows not
