@@ -17,6 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import pytest
 from gymnasium import spaces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +91,14 @@ class TruthCollector(gym.Wrapper):
         if self.episodes and self.episodes[-1].end is None:
             self.episodes[-1].end = "close"
         super().close()
+
+
+@pytest.fixture
+def minari_root(tmp_path, monkeypatch):
+    """An empty Minari root for the test (MINARI_DATASETS_PATH)."""
+    root = tmp_path / "minari_root"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    return root
 
 
 # ---------------------------------------------------------------------------------------------

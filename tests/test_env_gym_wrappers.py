@@ -35,29 +35,16 @@ def _record_outside(env: gym.Env, directory: Any, episodes: int = 3,
     """Records ``episodes`` episodes (seeds 0, None, 2, ...) with the recorder outermost; the truth
     is a deep copy of each value the recorder handed back (exactly what the env returned)."""
     rec = RecordingWrapper(env, directory)
+    collector = TruthCollector(rec)  # (outside the recorder: what it handed back)
     rec.action_space.seed(0)
-    truth: list[TruthEpisode] = []
     for e in range(episodes):
-        seed = e if e % 2 == 0 else None
-        obs, info = rec.reset(seed=seed)
-        t = TruthEpisode(copy.deepcopy(obs), copy.deepcopy(info), seed, None)
-        truth.append(t)
+        collector.reset(seed=e if e % 2 == 0 else None)
         for _ in range(steps):
-            action = rec.action_space.sample()
-            t.actions.append(copy.deepcopy(action))
-            obs, reward, terminated, truncated, info = rec.step(action)
-            t.observations.append(copy.deepcopy(obs))
-            t.rewards.append(copy.deepcopy(reward))
-            t.terminations.append(bool(terminated))
-            t.truncations.append(bool(truncated))
-            t.infos.append(copy.deepcopy(info))
+            *_, terminated, truncated, _ = collector.step(rec.action_space.sample())
             if terminated or truncated:
-                t.end = "terminated" if terminated else "truncated"
                 break
-        if t.end is None:
-            t.end = "reset" if e < episodes - 1 else "close"
-    rec.close()
-    return rec, truth
+    collector.close()
+    return rec, collector.episodes
 
 
 def _assert_recorded(directory: Any, truth: list, obs_space: gym.Space,
@@ -228,13 +215,6 @@ def test_a_dtype_argument_is_recorded(tmp_path):
     assert "missing_kwargs" not in w
     checks = list(replay_recording(tmp_path))
     assert checks and all(c.status == "match" for c in checks), [c.message for c in checks]
-
-
-@pytest.fixture
-def minari_root(tmp_path, monkeypatch):
-    root = tmp_path / "minari_root"
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
-    return root
 
 
 def test_minari_export_of_numpy_wrapper_arguments_keeps_the_data(tmp_path, minari_root):

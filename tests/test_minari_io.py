@@ -17,13 +17,6 @@ from training_helpers import assert_tree, record
 from conftest import MissionLike
 
 
-@pytest.fixture
-def minari_root(tmp_path, monkeypatch):
-    root = tmp_path / "minari_root"
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
-    return root
-
-
 def _assert_same_recordings(a, b):
     with RecordingReader(a) as ra, RecordingReader(b) as rb:
         assert len(ra) == len(rb) > 0

@@ -21,10 +21,9 @@ import gymnasium as gym
 import gymnasium.wrappers.vector as VW
 import numpy as np
 import pytest
-from conftest import assert_episode_matches
 from gymnasium.vector import AutoresetMode
 from needs import need_module
-from test_vector import VectorTruth, drive, reconstruct
+from test_vector import VectorTruth, check, drive, reconstruct
 
 from gym_recorder import RecordingReader, RecordingVectorWrapper
 from gym_recorder.replay import replay_recording
@@ -65,16 +64,7 @@ def record_and_check(tmp_path, inner: gym.vector.VectorEnv, steps: int = 30,
     rec = RecordingVectorWrapper(truth, tmp_path / "rec", target_batch_bytes=6000)
     top = outer(rec) if outer is not None else rec
     drive(top, truth, steps) if outer is None else drive_outer(top, rec, steps)
-    expected = truth_episodes(truth, inner)
-    with RecordingReader(tmp_path / "rec") as reader:
-        assert reader.observation_space == inner.single_observation_space
-        assert reader.action_space == inner.single_action_space
-        episodes = list(reader)
-    assert len(episodes) == len(expected)
-    for k, (ep, t) in enumerate(zip(episodes, expected)):
-        assert_episode_matches(ep, t, inner.single_observation_space, inner.single_action_space,
-                               f"episode {k}")
-        assert ep.sub_env == t.sub_env
+    episodes = check(tmp_path, inner, truth_episodes(truth, inner))
     assert {ep.sub_env for ep in episodes} == set(range(inner.num_envs))
     return episodes
 
