@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["active_vector_wrappers", "capture_spec", "capture_vector_wrappers", "EnvRebuilder",
-           "import_modules", "MAKE_VEC_ARGUMENTS", "PASSIVE_VECTOR_WRAPPERS"]
+           "import_modules", "MAKE_VEC_ARGUMENTS", "PASSIVE_VECTOR_WRAPPERS",
+           "vector_sub_env_spec"]
 
 # Keys of a vector env's spec kwargs that are gymnasium.make_vec's own arguments.
 MAKE_VEC_ARGUMENTS = ("num_envs", "vector_kwargs", "wrappers")
@@ -266,6 +267,35 @@ def capture_vector_wrappers(env: Any) -> list[dict[str, Any]]:
         env = env.env
     out.reverse()
     return out
+
+
+def vector_sub_env_spec(env: Any) -> Any:
+    """The spec to record for a vector env that has none of its own (a ``SyncVectorEnv`` or
+    ``AsyncVectorEnv`` built from env functions, as CleanRL and many training scripts do): its
+    sub-envs' spec when they all have the same one, with ``vectorization_mode`` ``"sync"`` or
+    ``"async"`` added to its kwargs, as ``gymnasium.make_vec`` records it; else None.
+
+    Args:
+        env: the vector env the recorder wraps (its outermost wrapper, or the env itself).
+    """
+    import dataclasses
+
+    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+    base = getattr(env, "unwrapped", env)
+    try:
+        if isinstance(base, SyncVectorEnv):
+            specs, mode = [sub.spec for sub in base.envs], "sync"
+        elif isinstance(base, AsyncVectorEnv):
+            specs, mode = list(base.get_attr("spec")), "async"
+        else:
+            return None
+    except Exception:  # noqa: BLE001  (a closed or busy AsyncVectorEnv: record no spec)
+        return None
+    first = specs[0] if specs else None
+    if first is None or any(other != first for other in specs[1:]):
+        return None
+    return dataclasses.replace(first, kwargs={**first.kwargs, "vectorization_mode": mode})
 
 
 def active_vector_wrappers(spec: Mapping[str, Any]) -> list[str]:

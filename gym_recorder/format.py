@@ -79,6 +79,11 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           "missing_kwargs" (optional)}]: the vector wrappers
                                           between the env the spec describes and the recorder,
                                           innermost first (the spec does not show them).
+                                          A vector env without a spec of its own (Sync- or
+                                          AsyncVectorEnv built from env functions) records
+                                          its sub-envs' spec when they all have the same one,
+                                          with kwargs "vectorization_mode" "sync" / "async"
+                                          added, as gymnasium.make_vec's spec has it.
                                           Kwargs (the env's and the wrappers') MAY hold
                                           {"__numpy__": DTYPE, "shape", "value"} (kinds b, i, u,
                                           f; "value" is numpy's tolist(), finite numbers only;

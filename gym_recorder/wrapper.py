@@ -11,7 +11,7 @@ from typing import Any, Literal, SupportsFloat, TypedDict
 import gymnasium as gym
 
 from .buffer import StepBuffer
-from .envspec import capture_spec
+from .envspec import capture_spec, vector_sub_env_spec
 from .errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from .spaces import Layout, describe_space
 from .session import RecordingSession, check_options
@@ -32,6 +32,8 @@ def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space
                action_space: gym.Space[Any]) -> dict[str, Any]:
     """The manifest fields that describe the environment: id, spec, spaces."""
     spec = getattr(env, "spec", None)
+    if spec is None and isinstance(env, gym.vector.VectorEnv):
+        spec = vector_sub_env_spec(env)  # (built from env functions: its sub-envs' spec)
     return {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
             "observation_space": describe_space(observation_space),
             "action_space": describe_space(action_space), "vector": None}

@@ -15,6 +15,7 @@ infos replay.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -282,3 +283,33 @@ def test_float64_observations_in_a_float32_box_are_kept_and_warned_once(tmp_path
         assert ep.observations.dtype == np.float64 and ep.sub_env == t.sub_env
         assert np.array_equal(ep.observations, np.array(t.observations, np.float64))
     assert any(np.array(t.observations).dtype == np.float64 for t in expected)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_vector_env_built_from_env_functions_records_its_sub_envs_spec(tmp_path, kind):
+    """SyncVectorEnv / AsyncVectorEnv built from env functions (as CleanRL does) have no spec:
+    the recording takes their sub-envs' spec (wrappers included), so it has an env id and its
+    episodes replay; sub-envs of different specs leave it out, as before."""
+    fns = [lambda: gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))] * 3
+    cls = gym.vector.SyncVectorEnv if kind == "sync" else gym.vector.AsyncVectorEnv
+    env = RecordingVectorWrapper(cls(fns), tmp_path / "rec")
+    env.reset(seed=[1, 2, 3])
+    for _ in range(40):
+        env.step(env.action_space.sample())
+    env.close()
+    with RecordingReader(tmp_path / "rec") as reader:
+        assert reader.env_id == "CartPole-v1" and len(reader) >= 3
+    (manifest,) = (tmp_path / "rec").glob("*.manifest.json")
+    spec = json.loads(manifest.read_bytes())["env_spec"]
+    assert spec["kwargs"]["vectorization_mode"] == kind
+    assert [w["name"] for w in spec["additional_wrappers"]] == ["RecordEpisodeStatistics"]
+    checks = list(replay_recording(tmp_path / "rec"))
+    assert checks and all(c.status == "match" for c in checks), [c.message for c in checks]
+    mixed = [lambda: gym.make("CartPole-v1"),
+             lambda: gym.make("CartPole-v1", sutton_barto_reward=True)]
+    env = RecordingVectorWrapper(gym.vector.SyncVectorEnv(mixed), tmp_path / "mixed")
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    env.close()
+    with RecordingReader(tmp_path / "mixed") as reader:
+        assert reader.env_id is None
