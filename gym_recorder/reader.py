@@ -17,10 +17,11 @@ its lifetime, refresh, indexing and summaries.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -31,12 +32,12 @@ from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
-from .errors import EmptySelectionError, RecordingClosedError
+from .errors import EmptySelectionError, FormatError, RecordingClosedError
 from .format import ENDS, continues
 from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
 from .spaces import build_space
-from .storage import Storage, open_storage
+from .storage import Storage, located, open_storage
 
 __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
            "scan_recorded_traces", "ENDS"]
@@ -44,6 +45,24 @@ __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "Episode
 # Parsed batch files kept in memory: enough to iterate in order and to stitch an episode whose
 # parts span consecutive batches.
 BATCH_CACHE_SIZE = 4
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _naming_urls(method: _Method) -> _Method:
+    """A reader method whose FormatErrors name a remote recording's files by their URL
+    (:func:`gym_recorder.storage.located`); a local directory's are left as they are."""
+    @functools.wraps(method)
+    def call(self: RecordingReader, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except FormatError as e:
+            error = located(e, self._storage)
+            if error is e:
+                raise
+            raise error from e
+
+    return cast(_Method, call)
 # The validated manifest, under the name code written against the one-module reader imports.
 _Manifest = Manifest
 
@@ -86,6 +105,7 @@ class RecordingReader:
 
     # -- the directory ------------------------------------------------------------------------
 
+    @_naming_urls
     def refresh(self) -> None:
         """Re-reads the manifests, to see batches committed since the reader was opened.
 
@@ -161,6 +181,7 @@ class RecordingReader:
         k = bisect.bisect_right(self._starts, index) - 1
         return index, self._manifests[k], index - self._starts[k]
 
+    @_naming_urls
     def __getitem__(self, index: int) -> Episode:
         index, m, number = self._locate(index)
         b = m.first_batch(number)
@@ -181,6 +202,24 @@ class RecordingReader:
         return single_episode(m, p, index)
 
     def __iter__(self) -> Iterator[Episode]:
+        """Every episode in order, as indexing gives them.
+
+        (Its FormatErrors name a remote recording's files by URL, as indexing's do.)
+        """
+        episodes = self._episodes()
+        while True:
+            try:
+                episode = next(episodes)
+            except StopIteration:
+                return
+            except FormatError as e:
+                error = located(e, self._storage)
+                if error is e:
+                    raise
+                raise error from e
+            yield episode
+
+    def _episodes(self) -> Iterator[Episode]:
         """Every episode in order, as indexing gives them.
 
         An episode of one part in a batch whose columns are decoded at once is made here
@@ -204,6 +243,7 @@ class RecordingReader:
                 yield self[index] if fast is None else fast_episode(m, fast, index)
                 index += 1
 
+    @_naming_urls
     def column(self, name: str = "observations", episodes: Iterable[int] | None = None) -> Any:
         """One field of many episodes as one array: every episode's rows in turn.
 
@@ -241,6 +281,7 @@ class RecordingReader:
                            lambda m, number: None if m.legacy else self._fast_part(dec, m, number),
                            self._parts, self.__getitem__)
 
+    @_naming_urls
     def episode_rows(self, index: int) -> EpisodeRows | None:
         """An episode's checked references, to read any rows of its fields alone.
 
@@ -319,6 +360,7 @@ class RecordingReader:
 
     # -- batch by batch ---------------------------------------------------------------------------
 
+    @_naming_urls
     def batches(self) -> list[BatchInfo]:
         """Lists every committed batch the reader knows, in the reader's order.
 
@@ -329,6 +371,7 @@ class RecordingReader:
         self._check_open()
         return list_batches(self._manifests, self._starts, self._open)
 
+    @_naming_urls
     def read_batch(self, info: BatchInfo) -> list[EpisodePart]:
         """Decodes one batch, once: the part of every episode it holds, in entry order.
 
@@ -358,6 +401,7 @@ class RecordingReader:
 
     # -- summaries --------------------------------------------------------------------------------
 
+    @_naming_urls
     def summary(self, index: int) -> EpisodeSummary:
         """Returns an episode's length, return, end and seed, reading only its rewards.
 

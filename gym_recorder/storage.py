@@ -15,6 +15,7 @@ starts with the file's name.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import OrderedDict
 from typing import Any, Protocol, runtime_checkable
@@ -22,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from .errors import FormatError, install_hint
 from .fileio import open_regular
 
-__all__ = ["Storage", "LocalStorage", "open_storage", "MAX_OPEN_FILES"]
+__all__ = ["Storage", "LocalStorage", "open_storage", "located", "MAX_OPEN_FILES"]
 
 # File descriptors a LocalStorage keeps open at most (of files read by range): as many as the
 # reader caches batches (reader.BATCH_CACHE_SIZE), so that iterating in order opens each .bin once.
@@ -193,6 +194,28 @@ class LocalStorage:
 
     def __repr__(self) -> str:
         return f"LocalStorage({self.location!r})"
+
+
+_FILE_NAME = re.compile(r"[A-Za-z0-9_.+-]+\.(?:json|bin)\b")
+
+
+def located(error: FormatError, storage: Storage) -> FormatError:
+    """``error`` as it should reach the user of ``storage``: for a local directory itself (its
+    messages start with the file's name, in the directory the user opened); for any other
+    storage (a URL) the same type of error whose message names the file by its full URL (or,
+    for a message naming no file, starts with the URL).
+    """
+    if isinstance(storage, LocalStorage):
+        return error
+    message = str(error)
+    if storage.location in message:
+        return error
+    match = _FILE_NAME.match(message)
+    if match:
+        message = storage.describe(match.group(0)) + message[match.end():]
+    else:
+        message = f"{storage.location}: {message}"
+    return type(error)(message)
 
 
 def open_storage(location: str | os.PathLike[str] | Storage,

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 import gymnasium as gym
 import numpy as np
@@ -323,3 +324,42 @@ def test_push_of_a_directory_that_is_not_a_recording_is_refused(s3, tmp_path):
     with pytest.raises(FormatError, match="not a recording"):
         cloud.push(tmp_path / "notes", s3.url("notes"))
     assert not s3.filesystem().exists(s3.url("notes") + "/a.txt")
+
+
+def test_a_malformed_remote_file_is_named_by_its_url(s3, tmp_path):
+    """A batch changed on the bucket (its size no longer the manifest's) or a reference outside
+    its .bin: the reader's errors name the object by its URL, through every way of reading."""
+    cloud = _cloud()
+    d = tmp_path / "rec"
+    record_cartpole(d, episodes=3)
+    cloud.push(d, s3.url("bad"))
+    fs = s3.filesystem()
+    json_name = [n for n in os.listdir(d) if n.endswith(".json") and ".ep" in n][0]
+    url = f"{s3.url('bad')}/{json_name}"
+    fs.pipe_file(url, (d / json_name).read_bytes() + b" ")
+    with RecordingReader(s3.url("bad"), storage_options=s3.options) as reader:
+        for read in (lambda: reader[0], lambda: list(reader), lambda: reader.summary(1),
+                     lambda: reader.column("actions"), lambda: reader.episode_rows(0),
+                     lambda: [reader.read_batch(b) for b in reader.batches()]):
+            with pytest.raises(FormatError, match=rf"^{url}: file has \d+ bytes, the manifest "
+                                                  r"says \d+$"):
+                read()
+    # A reference outside its .bin, the batch JSON and its manifest entry made to agree.
+    local = tmp_path / "local"
+    record_cartpole(local, episodes=2)
+    (manifest,) = local.glob("*.manifest.json")
+    man = json.loads(manifest.read_bytes())
+    batch = local / man["batches"][0]["fn"]
+    doc = json.loads(batch.read_bytes())
+    doc["episodes"][0]["rewards"]["npyoff"] = 1 << 20
+    data = json.dumps(doc).encode()
+    batch.write_bytes(data)
+    man["batches"][0].update(json_size=len(data), json_crc32=zlib.crc32(data))
+    manifest.write_bytes(json.dumps(man).encode())
+    with pytest.raises(FormatError, match=rf"^{batch.name} entry 0 rewards: bytes"):
+        RecordingReader(local)[0]  # (a local directory's errors name the file alone)
+    cloud.push(local, s3.url("outside"))
+    with RecordingReader(s3.url("outside"), storage_options=s3.options) as reader:
+        with pytest.raises(FormatError, match=rf"^{s3.url('outside')}/{batch.name} entry 0 "
+                                              r"rewards: bytes \d+\.\.\d+ lie outside"):
+            reader[0]
