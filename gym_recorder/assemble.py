@@ -24,6 +24,7 @@ from .format import ENDS, ArrayRef, continues, join_dtype, parse_ref, rounding_d
 from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from .spaces import ArrayLeaf, Layout
+from .storage import naming_urls
 
 __all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode",
            "summarize", "read_column", "stacked_column", "COLUMN_KINDS", "checked_refs",
@@ -465,7 +466,8 @@ class EpisodeRows:
         start, stop = int(start), int(stop)
         if not 0 <= start <= stop <= total:
             raise IndexError(f"rows {start!r}:{stop!r} of {name} out of range 0:{total}")
-        leaves = [self._leaf_rows((kind, k), start, stop) for k in range(count)]
+        with naming_urls(self._dec.storage):  # (a remote recording's files by their URL)
+            leaves = [self._leaf_rows((kind, k), start, stop) for k in range(count)]
         return leaves[0] if layout is None else tree(layout, leaves)
 
     def _leaf_rows(self, key: tuple[str, int], start: int, stop: int) -> np.ndarray:

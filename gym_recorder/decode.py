@@ -202,6 +202,11 @@ class Decoder:
         self._verify = verify
 
     @property
+    def storage(self) -> Storage:
+        """Where the decoder reads from."""
+        return self._storage
+
+    @property
     def verify(self) -> bool:
         """Whether every array's CRC-32 is checked."""
         return self._verify

@@ -32,12 +32,12 @@ from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
-from .errors import EmptySelectionError, FormatError, RecordingClosedError
+from .errors import EmptySelectionError, RecordingClosedError
 from .format import ENDS, continues
 from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
 from .spaces import build_space
-from .storage import Storage, located, open_storage
+from .storage import Storage, naming_urls, open_storage
 
 __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
            "scan_recorded_traces", "ENDS"]
@@ -51,16 +51,11 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 
 def _naming_urls(method: _Method) -> _Method:
     """A reader method whose FormatErrors name a remote recording's files by their URL
-    (:func:`gym_recorder.storage.located`); a local directory's are left as they are."""
+    (:class:`gym_recorder.storage.naming_urls`); a local directory's are left as they are."""
     @functools.wraps(method)
     def call(self: RecordingReader, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with naming_urls(self._storage):
             return method(self, *args, **kwargs)
-        except FormatError as e:
-            error = located(e, self._storage)
-            if error is e:
-                raise
-            raise error from e
 
     return cast(_Method, call)
 # The validated manifest, under the name code written against the one-module reader imports.
@@ -209,14 +204,10 @@ class RecordingReader:
         episodes = self._episodes()
         while True:
             try:
-                episode = next(episodes)
+                with naming_urls(self._storage):
+                    episode = next(episodes)
             except StopIteration:
                 return
-            except FormatError as e:
-                error = located(e, self._storage)
-                if error is e:
-                    raise
-                raise error from e
             yield episode
 
     def _episodes(self) -> Iterator[Episode]:

@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 from .errors import FormatError, install_hint
 from .fileio import open_regular
 
-__all__ = ["Storage", "LocalStorage", "open_storage", "located", "MAX_OPEN_FILES"]
+__all__ = ["Storage", "LocalStorage", "open_storage", "located", "naming_urls",
+           "MAX_OPEN_FILES"]
 
 # File descriptors a LocalStorage keeps open at most (of files read by range): as many as the
 # reader caches batches (reader.BATCH_CACHE_SIZE), so that iterating in order opens each .bin once.
@@ -216,6 +217,26 @@ def located(error: FormatError, storage: Storage) -> FormatError:
     else:
         message = f"{storage.location}: {message}"
     return type(error)(message)
+
+
+class _NamingUrls:
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        if isinstance(error, FormatError):
+            named = located(error, self._storage)
+            if named is not error:
+                raise named from error
+
+
+def naming_urls(storage: Storage) -> _NamingUrls:
+    """A context in which a FormatError is re-raised as :func:`located` makes it for
+    ``storage`` (the same error for a local directory)."""
+    return _NamingUrls(storage)
 
 
 def open_storage(location: str | os.PathLike[str] | Storage,
