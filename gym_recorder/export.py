@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .envgroups import group_envs
-from .errors import FormatError, RecorderError, install_hint
+from .errors import FormatError, RecorderError, UnsupportedSpaceError, install_hint
 from .reader import RecordingReader
 
 __all__ = [
@@ -168,15 +168,30 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 # -- npz -----------------------------------------------------------------------------------------
 
-def flatten_tree(tree: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    """Yields ``(name, leaf)`` for a stacked tree: ``prefix`` for a single leaf, else
-    ``prefix/key/...`` for Dict keys and ``prefix/0/...`` for Tuple positions."""
+def flatten_tree(tree: Any, prefix: str) -> list[tuple[str, Any]]:
+    """``(name, leaf)`` for each leaf of a stacked tree: ``prefix`` for a single leaf, else
+    ``prefix/key/...`` for Dict keys and ``prefix/0/...`` for Tuple positions.
+
+    Raises:
+        UnsupportedSpaceError: if two leaves get one name (a Dict key holding "/" beside a
+            nested Dict: ``{"a/b": ..., "a": {"b": ...}}``); one would overwrite the other.
+    """
+    out = list(_flatten(tree, prefix))
+    names = [name for name, _ in out]
+    if len(set(names)) != len(names):
+        name = next(n for n in names if names.count(n) > 1)
+        raise UnsupportedSpaceError(f"{name}: two leaves of the space have this name (a Dict "
+                                    f"key holding '/' beside a nested key); rename the key")
+    return out
+
+
+def _flatten(tree: Any, prefix: str) -> Iterator[tuple[str, Any]]:
     if isinstance(tree, dict):
         for k, v in tree.items():
-            yield from flatten_tree(v, f"{prefix}/{k}")
+            yield from _flatten(v, f"{prefix}/{k}")
     elif isinstance(tree, tuple):
         for i, v in enumerate(tree):
-            yield from flatten_tree(v, f"{prefix}/{i}")
+            yield from _flatten(v, f"{prefix}/{i}")
     else:
         yield prefix, tree
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FormatError, RecorderError, UnsupportedValueError
+from .errors import FormatError, RecorderError, UnsupportedSpaceError, UnsupportedValueError
 from .format import MAX_JSON_BYTES, exact_in, join_dtype, parse_dtype
 from .outside import join_leaf
 
@@ -40,23 +40,32 @@ def _stackable(space: Any) -> bool:
                               spaces.MultiBinary))
 
 
-def check_columnar(space: Any, where: str) -> None:
-    """Refuses a space with leaves that have no column form (Sequence, Graph, OneOf...).
+def check_columnar(space: Any, where: str, _named: set[str] | None = None) -> None:
+    """Refuses a space with leaves that have no column form (Sequence, Graph, OneOf...), or
+    two leaves of one dotted column name (a Dict key holding "." beside a nested key).
 
     Raises:
         UnsupportedValueError: naming the leaf.
+        UnsupportedSpaceError: naming the column two leaves would share.
     """
     from gymnasium import spaces
 
+    named: set[str] = set() if _named is None else _named
     if isinstance(space, spaces.Dict):
         for k, s in space.spaces.items():
-            check_columnar(s, f"{where}.{k}")
+            check_columnar(s, f"{where}.{k}", named)
     elif isinstance(space, spaces.Tuple):
         for i, s in enumerate(space.spaces):
-            check_columnar(s, f"{where}.{i}")
+            check_columnar(s, f"{where}.{i}", named)
     elif not (_stackable(space) or isinstance(space, spaces.Text)):
         raise UnsupportedValueError(f"{where}: a {type(space).__name__} space has no column form "
                                     f"in a Ray dataset (read it with RecordingReader)")
+    elif where in named:
+        raise UnsupportedSpaceError(f"column {where}: two leaves of the space have this dotted "
+                                    f"name (a Dict key holding '.' beside a nested key); Ray "
+                                    f"columns need distinct names")
+    else:
+        named.add(where)
 
 
 def flatten(tree: Any, prefix: str) -> dict[str, Any]:
