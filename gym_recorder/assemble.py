@@ -91,9 +91,7 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
     episode's arrays. At most READ_THREADS .bin files are open at a time, however many
     parts the episode has.
     """
-    parts = [dec.plan_part(m, binfo, entry, part_no) for binfo, entry, part_no, _ in items]
-    parsed = [checked_refs(dec, part, dec.batch_size(batch, part.binfo))
-              for part, (_, _, _, batch) in zip(parts, items)]
+    parts, parsed = _checked_parts(dec, m, items)
     # The stacked slots are the same in every part: the layout's array leaves, then the
     # three step columns, in that order.
     stacked = [slot[:2] for slot in parts[0].slots if slot[0] in STACKED]
@@ -138,6 +136,15 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
                         leaves("act", len(act_layout(m).leaves)),
                         dests[("rewards", 0)], dests[("terminations", 0)],
                         dests[("truncations", 0)], [row for p in loaded for row in p.infos])
+
+
+def _checked_parts(dec: Decoder, m: Manifest, items: list[PartItem]) -> tuple[
+        list[Part], list[list[ArrayRef | None]]]:
+    """Each part of an episode planned, and its stacked references checked against its .bin
+    (every part's, before anything is allocated or read)."""
+    parts = [dec.plan_part(m, binfo, entry, part_no) for binfo, entry, part_no, _ in items]
+    return parts, [checked_refs(dec, part, dec.batch_size(batch, part.binfo))
+                   for part, (_, _, _, batch) in zip(parts, items)]
 
 
 def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) -> Episode:
@@ -420,7 +427,7 @@ class EpisodeRows:
     bytes and no open file: it reads through its reader, which must stay open.
     """
 
-    __slots__ = ("_dec", "_layouts", "_columns", "_starts", "_small")
+    __slots__ = ("_dec", "_layouts", "_columns", "_starts", "_small_keys", "_small")
 
     def __init__(self, dec: Decoder, layouts: dict[str, Layout | None],
                  columns: dict[tuple[str, int], list[tuple[str, ArrayRef, str]]]) -> None:
@@ -432,6 +439,8 @@ class EpisodeRows:
                         for key, col in columns.items()}
         # Leaves of at most SMALL_LEAF_BYTES for the whole episode (the step columns, most
         # actions) are read whole on first use and kept: rows of them then read nothing.
+        self._small_keys = {key for key, col in columns.items()
+                            if sum(ref.size for _, ref, _ in col) <= SMALL_LEAF_BYTES}
         self._small: dict[tuple[str, int], np.ndarray] = {}
 
     def __len__(self) -> int:
@@ -471,14 +480,16 @@ class EpisodeRows:
         return leaves[0] if layout is None else tree(layout, leaves)
 
     def _leaf_rows(self, key: tuple[str, int], start: int, stop: int) -> np.ndarray:
+        if key not in self._small_keys:
+            return self._read(key, start, stop)
         small = self._small.get(key)
-        if small is not None:
-            return np.array(small[start:stop])
+        if small is None:
+            small = self._small[key] = self._read(key, 0, self._starts[key][-1])
+        return np.array(small[start:stop])
+
+    def _read(self, key: tuple[str, int], start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of one leaf, read from the parts that hold them."""
         column, starts = self._columns[key], self._starts[key]
-        if sum(ref.size for _, ref, _ in column) <= SMALL_LEAF_BYTES and (start, stop) != (
-                0, starts[-1]):
-            small = self._small[key] = self._leaf_rows(key, 0, starts[-1])
-            return np.array(small[start:stop])
         first = column[0][1]
         out = np.empty((stop - start, *first.shape[1:]), dtype=first.dtype)
         row_bytes = first.dtype.itemsize * int(np.prod(first.shape[1:], dtype=np.int64))
@@ -497,9 +508,7 @@ def episode_rows(dec: Decoder, m: Manifest, items: list[PartItem]) -> EpisodeRow
     """The :class:`EpisodeRows` of writer m's episode of parts ``items``, with every part's
     references checked as reading the episode checks them; None if a leaf is stored as values
     in some part, or in other dtypes in different parts (the episode joins those: read it)."""
-    parts = [dec.plan_part(m, binfo, entry, part_no) for binfo, entry, part_no, _ in items]
-    parsed = [checked_refs(dec, part, dec.batch_size(batch, part.binfo))
-              for part, (_, _, _, batch) in zip(parts, items)]
+    parts, parsed = _checked_parts(dec, m, items)
     columns: dict[tuple[str, int], list[tuple[str, ArrayRef, str]]] = {}
     for part, refs in zip(parts, parsed):
         for slot, ref, (_, where) in zip(part.slots, refs, part.refs):
