@@ -32,8 +32,8 @@ import numpy as np
 
 from .episode import BatchInfo, EpisodePart
 from .errors import EmptySelectionError, FormatError
-from .assemble import EpisodeRows
 from .reader import Episode, RecordingReader
+from .rows import EpisodeRows
 from .selection import episode_indices, writer_positions
 from .transitions import tree_leaves, tree_map
 

@@ -26,8 +26,8 @@ from typing import Any, TypeVar, cast
 import gymnasium as gym
 import numpy as np
 
-from .assemble import (COLUMN_KINDS, EpisodeRows, PartItem, episode_rows, fast_episode,
-                       read_column, single_episode, stitched_episode, summarize)
+from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single_episode,
+                       stitched_episode, summarize)
 from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
@@ -36,6 +36,7 @@ from .errors import EmptySelectionError, RecordingClosedError
 from .format import ENDS, continues
 from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
+from .rows import EpisodeRows, episode_rows
 from .spaces import build_space
 from .storage import Storage, naming_urls, open_storage
 
