@@ -74,6 +74,40 @@ def _nbytes(tree: Any) -> int:
                for _, leaf in tree_leaves(tree))
 
 
+def _held(ep: Episode | EpisodePart) -> int:
+    """The bytes an episode (or part) holds: its observations, actions and step columns."""
+    return _nbytes(ep.observations) + _nbytes(ep.actions) + 17 * len(ep.rewards)
+
+
+class _LRU:
+    """A least-recently-used cache of at most ``limit`` in total cost (each entry's given cost;
+    the entry put last is always kept)."""
+
+    def __init__(self, limit: float) -> None:
+        self._limit = limit
+        self._total = 0
+        self._items: OrderedDict[int, tuple[Any, int]] = OrderedDict()
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._items
+
+    def get(self, key: int) -> Any:
+        """The value of ``key`` (made the most recently used), or None."""
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: int, value: Any, cost: int = 1) -> Any:
+        """Keeps ``value`` under ``key``, dropping the least recently used beyond the limit."""
+        self._items[key] = (value, cost)
+        self._total += cost
+        while self._total > self._limit and len(self._items) > 1:
+            self._total -= self._items.popitem(last=False)[1][1]
+        return value
+
+
 class _WholeParts:
     """One process's decoded batches, for the episodes that one batch holds whole.
 
@@ -94,27 +128,18 @@ class _WholeParts:
             batch[held] = j
         batch[count != 1] = -1
         self._batch = batch  # per reader index: the one batch that holds it, or -1
-        self._limit = cache_bytes
-        self._bytes = 0
-        self._cache: OrderedDict[int, tuple[dict[int, EpisodePart], int]] = OrderedDict()
+        self._cache = _LRU(cache_bytes)  # batch position -> {reader index: its part}
 
     def part(self, reader: RecordingReader, index: int) -> EpisodePart | None:
         """The episode of reader index ``index`` as its one part, or None if it has several."""
         j = int(self._batch[index]) if 0 <= index < len(self._batch) else -1
         if j < 0:
             return None
-        cached = self._cache.get(j)
-        if cached is None:
+        parts: dict[int, EpisodePart] | None = self._cache.get(j)
+        if parts is None:
             parts = {p.episode: p for p in reader.read_batch(self._infos[j])}
-            cost = sum(_nbytes(p.observations) + _nbytes(p.actions) + 17 * len(p.rewards)
-                       for p in parts.values())
-            cached = self._cache[j] = (parts, cost)
-            self._bytes += cost
-            while self._bytes > self._limit and len(self._cache) > 1:
-                self._bytes -= self._cache.popitem(last=False)[1][1]
-        else:
-            self._cache.move_to_end(j)
-        part = cached[0].get(index)
+            self._cache.put(j, parts, sum(_held(p) for p in parts.values()))
+        part = parts.get(index)
         return part if part is not None and part.part == 0 else None
 
 
@@ -131,9 +156,9 @@ class _RecordingDataset:
         self.cache_bytes = int(cache_bytes)
         self._reader_pid: int | None = None
         self._reader_obj: RecordingReader | None = None
-        self._cache: OrderedDict[int, Episode | EpisodePart] = OrderedDict()
+        self._cache = _LRU(self.cache_bytes)  # episodes read whole, by selection position
         self._whole: _WholeParts | None = None
-        self._rows: OrderedDict[int, EpisodeRows | None] = OrderedDict()
+        self._rows = _LRU(ROWS_CACHE)  # EpisodeRows (or None: read whole), by position
         self._fits: bool | None = None  # (see _source)
         self._writers: list[str] = []  # (set below: until then a reader needs no resolving)
         reader = self._reader()
@@ -156,7 +181,8 @@ class _RecordingDataset:
         if self._reader_obj is None or self._reader_pid != pid:
             # a reader inherited through fork is dropped, not used: it belongs to the parent
             self._reader_obj, self._reader_pid = None, None
-            self._cache, self._whole, self._rows = OrderedDict(), None, OrderedDict()
+            self._cache, self._whole, self._rows = (_LRU(self.cache_bytes), None,
+                                                    _LRU(ROWS_CACHE))
             reader = RecordingReader(self.location, verify=self.verify)
             self._resolved = None
             if self._writers:  # (empty while __init__ makes the selection)
@@ -196,13 +222,8 @@ class _RecordingDataset:
             # (an episode still being recorded has grown since the dataset was made: cut)
             return part if len(part.rewards) <= n else _cut(part, n)
         if by_rows and e not in self._cache:
-            if e in self._rows:
-                self._rows.move_to_end(e)
-                rows = self._rows[e]
-            else:
-                rows = self._rows[e] = reader.episode_rows(index)
-                if len(self._rows) > ROWS_CACHE:
-                    self._rows.popitem(last=False)
+            rows: EpisodeRows | None = self._rows.get(e) if e in self._rows else \
+                self._rows.put(e, reader.episode_rows(index))
             if rows is not None and self._fits is None:
                 # Whether every selected episode, read whole, fits in cache_bytes (judged by
                 # the first episode read by rows): then each is read once and kept whole.
@@ -210,35 +231,27 @@ class _RecordingDataset:
                 self._fits = per_step * float(self.lengths.sum()) <= self.cache_bytes
             if rows is not None and not self._fits:
                 return rows
-        ep = self._cache.get(e)
+        ep: Episode | EpisodePart | None = self._cache.get(e)
         if ep is None:
             ep = reader[index]
             if len(ep.rewards) > n:
                 ep = _cut(ep, n)
-            self._cache[e] = ep
-            # No more than cache_bytes of them (the one read last is kept): long episodes of
-            # images are tens of MB each.
-            held = sum(_nbytes(x.observations) + _nbytes(x.actions)
-                       for x in self._cache.values())
-            while len(self._cache) > 1 and held > self.cache_bytes:
-                dropped = self._cache.popitem(last=False)[1]
-                held -= _nbytes(dropped.observations) + _nbytes(dropped.actions)
-        else:
-            self._cache.move_to_end(e)
+            # (no more than cache_bytes of them: long episodes of images are tens of MB each)
+            self._cache.put(e, ep, _held(ep))
         return ep
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_reader_obj=None, _reader_pid=None, _cache=OrderedDict(), _whole=None,
-                     _rows=OrderedDict())
+        state.update(_reader_obj=None, _reader_pid=None, _cache=_LRU(self.cache_bytes),
+                     _whole=None, _rows=_LRU(ROWS_CACHE))
         return state
 
     def close(self) -> None:
         """Closes this process's reader (it is reopened on the next item)."""
         if self._reader_obj is not None and self._reader_pid == os.getpid():
             self._reader_obj.close()
-        self._reader_obj, self._reader_pid, self._cache = None, None, OrderedDict()
-        self._whole, self._rows = None, OrderedDict()
+        self._reader_obj, self._reader_pid = None, None
+        self._cache, self._whole, self._rows = _LRU(self.cache_bytes), None, _LRU(ROWS_CACHE)
 
     @staticmethod
     def _check_index(i: Any, n: int) -> int:
