@@ -34,14 +34,43 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _msgspec_decode() -> tuple[Callable[[bytes], Any], tuple[type[BaseException], ...]] | None:
+    """msgspec's JSON decoder and the errors it raises, when the ``fast`` extra is installed."""
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    return msgspec.json.decode, (msgspec.MsgspecError, RecursionError)
+
+
+_UNSET: Any = object()
+_fast_json: Any = _UNSET  # resolved on first use, so importing this module stays light
+
+
 def loads(data: bytes, where: str) -> Any:
     """Parses a JSON document read from a recording.
+
+    With the ``fast`` extra, msgspec parses the document (about twice as fast as :mod:`json`
+    on a batch of short episodes, whose JSON is larger than its arrays; it gives the same
+    values and types: integers of any size, correctly rounded floats, the last of duplicate
+    keys in the first one's place). A document it refuses (NaN, a number beyond a double, a
+    lone surrogate escape, invalid UTF-8, deep nesting...) is parsed again by :mod:`json`,
+    which gives the value or the error, exactly as without the extra.
 
     Raises:
         FormatError: if the bytes are too large, not strict UTF-8 JSON or nested too deeply.
     """
+    global _fast_json
     if len(data) > MAX_JSON_BYTES:
         raise FormatError(f"{where}: {len(data)} bytes of JSON is more than {MAX_JSON_BYTES}")
+    if _fast_json is _UNSET:
+        _fast_json = _msgspec_decode()
+    if _fast_json is not None:
+        decode, errors = _fast_json
+        try:
+            return decode(data)
+        except errors:
+            pass  # the standard parser says why (or parses what msgspec would not)
     try:
         return json.loads(data.decode("utf-8"), parse_constant=_no_constants)
     except RecursionError as e:

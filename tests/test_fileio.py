@@ -6,6 +6,7 @@ import zlib
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from gym_recorder import FormatError, RecordingWrapper
 from gym_recorder import fileio
@@ -32,6 +33,72 @@ def test_loads_refuses_what_is_not_strict_json(data, match):
 def test_loads_refuses_oversized_documents_before_parsing():
     with pytest.raises(FormatError, match=f"more than {MAX_JSON_BYTES}"):
         fileio.loads(b" " * (MAX_JSON_BYTES + 1), "big.json")
+
+
+def _standard_loads(data, where):
+    """fileio.loads as it is without the ``fast`` extra (the standard json module only)."""
+    saved = fileio._fast_json
+    fileio._fast_json = None
+    try:
+        return fileio.loads(data, where)
+    finally:
+        fileio._fast_json = saved
+
+
+def _typed(value):
+    """A value with every number's type made part of it (so 1 != 1.0 != True compare unequal)."""
+    if isinstance(value, dict):
+        return ("dict", [(k, _typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [_typed(v) for v in value])
+    if isinstance(value, float):
+        return ("float", value.hex())
+    return (type(value).__name__, value)
+
+
+def _both(data):
+    """(outcome with the fast decoder, outcome with the standard one): a value or an error text."""
+    pytest.importorskip("msgspec")  # the test extra has it; the fast path is what is compared
+    fileio.loads(b"0", "warm")  # resolves the fast decoder
+    assert fileio._fast_json is not None
+    out = []
+    for loads in (fileio.loads, _standard_loads):
+        try:
+            out.append(("value", _typed(loads(data, "f.json"))))
+        except FormatError as e:
+            out.append(("error", str(e)))
+    return out
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(-2 ** 70, 2 ** 70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_the_fast_json_decoder_gives_what_the_standard_one_gives(value):
+    import json
+    data = json.dumps(value).encode()  # ASCII: lone surrogates as \ud8xx escapes
+    fast, standard = _both(data)
+    assert fast == standard
+
+
+@pytest.mark.parametrize("data", [
+    b'{"a":1,"b":2,"a":3}', b"18446744073709551616", b"-9223372036854775809",
+    b"1" * 400, b"1" * 5000, b"1e400", b"-1e400", b"0.1000000000000000055511151231257827",
+    b"4.9e-324", b"2.4703282292062328e-324", b"-0", b"-0.0", b"1E2", b"[1.0, 1, true]",
+    b'"\\ud800"', b'"\\udc00\\ud800"', b'"\\u00e9\\u0000"', b"\xef\xbb\xbf1",
+    b'"\xed\xa0\x80"', b'"\xc0\x80"', b'"\x01"', b"[1,]", b"01", b"1 2", b"\x0b1",
+    b"NaN", b"-Infinity", b"[" * 300 + b"]" * 300, b"[" * 5000 + b"]" * 5000,
+    b'{"a":' * 300 + b"1" + b"}" * 300, b" [1]\r\n\t", b"",
+])
+def test_crafted_json_gives_the_same_value_or_error_with_either_decoder(data):
+    fast, standard = _both(data)
+    assert fast == standard
 
 
 def test_a_recorded_batch_reads_back_with_its_bytes_and_size(tmp_path):
