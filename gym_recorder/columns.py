@@ -33,11 +33,13 @@ __all__ = ["FastPart", "decode_columns"]
 
 _INT = {int}
 _INT_OR_NONE = {int, type(None)}
+_LIST = {list}
 _FLOAT64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
-# What every reference of a column shares, and what differs per entry.
-_HEAD = itemgetter("__type", "order", "npyfile", "dtype")
-_BODY = itemgetter("shape", "npyoff", "size", "crc32")
+# A reference's keys: the first four every reference of a column shares, the rest differ.
+_REF = itemgetter("__type", "order", "npyfile", "dtype", "shape", "npyoff", "size", "crc32")
+_NDARRAY = {"ndarray"}
+_C_ORDER = {"C"}
 
 
 class FastPart:
@@ -137,15 +139,15 @@ def decode_columns(m: Manifest, bin_name: str, entries: list[Any], file_size: in
         return {}  # anything odd: the entry-by-entry path says what is wrong
     if any(col is None for col in columns):
         return {}
-    n_o, n_a = len(leaves_o), len(leaves_a)
+    n_o = len(leaves_o)
     cols: list[list[np.ndarray]] = [col for col in columns if col is not None]
+    # Each entry's leaves, transposed from the columns at once.
+    obs_rows = zip(*cols[:n_o])
+    act_rows = zip(*cols[n_o:-3])
     out: dict[int, FastPart] = {}
-    for j, (pos, meta) in enumerate(zip(positions, metas)):
+    for pos, meta, o, a, r, t, u in zip(positions, metas, obs_rows, act_rows, *cols[-3:]):
         _, rows, seed, end, sub_env, no_reset = meta
-        out[pos] = FastPart([cols[k][j] for k in range(n_o)],
-                            [cols[n_o + k][j] for k in range(n_a)],
-                            cols[-3][j], cols[-2][j], cols[-1][j], rows, seed, end, sub_env,
-                            no_reset)
+        out[pos] = FastPart(list(o), list(a), r, t, u, rows, seed, end, sub_env, no_reset)
     return out
 
 
@@ -156,15 +158,13 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
     as :func:`~gym_recorder.format.parse_ref` and the decoder would; returns each entry's
     array, a view of ``data``, or None if anything is not as a well-formed batch has it."""
     try:
-        heads = set(map(_HEAD, objs))
-        shapes, offs, sizes, crcs = (list(x) for x in zip(*map(_BODY, objs)))
+        kinds, orders, names, dtypes, shapes, offs, sizes, crcs = zip(*map(_REF, objs))
+        if (set(kinds) != _NDARRAY or set(orders) != _C_ORDER or set(names) != {bin_name}
+                or len(set(dtypes)) != 1):
+            return None  # e.g. a leaf widened within the batch: the slow path handles it
     except (KeyError, TypeError, ValueError):
         return None  # not an object, or a key left out ("order" and "crc32" may be): one by one
-    if len(heads) != 1:
-        return None  # e.g. a leaf widened within the batch: the slow path handles it
-    ((kind, order, name, dtype_text),) = heads
-    if kind != "ndarray" or order != "C" or name != bin_name:
-        return None
+    dtype_text = dtypes[0]
     dtype = parse_dtype(dtype_text, bin_name)
     if want is not None and dtype != want:
         return None
@@ -173,8 +173,14 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
         return None  # code points to check, or views that would need a copy
     if len(tail) + 1 > MAX_NDIM or any(d > MAX_DIM for d in tail):
         return None
-    if shapes != [[r, *tail] for r in rows] or not set(map(type, chain.from_iterable(
-            shapes))) <= _INT:
+    # Every shape is [rows[j], *tail], of ints: checked on the shapes' items laid end to end
+    # (each shape of len(tail) + 1 items, so item k of shape j is at j * ndim + k).
+    ndim = len(tail) + 1
+    if set(map(type, shapes)) != _LIST or set(map(len, shapes)) != {ndim}:
+        return None
+    items = list(chain.from_iterable(shapes))
+    if not set(map(type, items)) <= _INT or items[::ndim] != rows or any(
+            items[k::ndim] != [d] * len(rows) for k, d in enumerate(tail, 1)):
         return None
     max_rows = max(rows)
     nonzero = prod(d for d in tail if d) * isz
@@ -183,7 +189,8 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
     if not (set(map(type, offs)) <= _INT and set(map(type, sizes)) <= _INT
             and set(map(type, crcs)) <= _INT_OR_NONE):
         return None
-    if any(c is not None and not 0 <= c <= 0xFFFFFFFF for c in crcs):
+    given = [c for c in crcs if c is not None] if None in crcs else crcs
+    if given and (min(given) < 0 or max(given) > 0xFFFFFFFF):
         return None
     offs_a = np.array(offs, dtype=np.int64)  # OverflowError for a huge one
     sizes_a = np.array(sizes, dtype=np.int64)

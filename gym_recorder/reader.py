@@ -32,13 +32,13 @@ from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
-from .errors import EmptySelectionError, RecordingClosedError
+from .errors import EmptySelectionError, FormatError, RecordingClosedError
 from .format import ENDS, continues
 from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
 from .rows import EpisodeRows, episode_rows
 from .spaces import build_space
-from .storage import Storage, naming_urls, open_storage
+from .storage import Storage, located, naming_urls, open_storage
 
 __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
            "scan_recorded_traces", "ENDS"]
@@ -203,12 +203,17 @@ class RecordingReader:
         (Its FormatErrors name a remote recording's files by URL, as indexing's do.)
         """
         episodes = self._episodes()
+        storage = self._storage
         while True:
             try:
-                with naming_urls(self._storage):
-                    episode = next(episodes)
+                episode = next(episodes)
             except StopIteration:
                 return
+            except FormatError as e:
+                named = located(e, storage)
+                if named is e:
+                    raise
+                raise named from e
             yield episode
 
     def _episodes(self) -> Iterator[Episode]:
@@ -224,6 +229,10 @@ class RecordingReader:
         index = 0
         for k, m in enumerate(manifests):
             index = starts[k]
+            # The batch of the episodes being read, and the writer's numbers of the episodes
+            # it starts (lo to hi): its decoded parts are taken as _fast_part would find them.
+            batch: Batch | None = None
+            lo = hi = 0
             for number in range(m.episodes):
                 if self._manifests is not manifests or self._closed:
                     # Refreshed (or closed) while iterating: index as before, up to the count
@@ -231,7 +240,20 @@ class RecordingReader:
                     for i in range(index, count):
                         yield self[i]
                     return
-                fast = None if m.legacy else self._fast_part(dec, m, number)
+                fast = None
+                if not m.legacy:
+                    if batch is None or not lo <= number < hi:
+                        b = m.first_batch(number)
+                        batch = self._batch(m, b)
+                        lo = m.starts[b]
+                        hi = lo + len(batch.starts)
+                    parts = batch.parts
+                    if parts is not None and lo <= number < hi:
+                        pos = batch.starts[number - lo]
+                        fast = None if continues(batch.entries[pos]) else parts.get(pos)
+                    else:
+                        fast = self._fast_part(dec, m, number)
+                        batch = None  # found again from the cache (it may have been evicted)
                 yield self[index] if fast is None else fast_episode(m, fast, index)
                 index += 1
 

@@ -69,3 +69,70 @@ def test_a_bad_reference_late_in_a_batch_is_refused(cartpole, field, value, matc
         entry["rewards"][field] = value
     rewrite_batch(cartpole, mutate)
     refused(cartpole, r"cp\.ep000000000\.json entry \d+ rewards: .*" + match.split("rewards: ")[-1])
+
+
+def _outcome(read):
+    """What reading gives: ("ok", episodes) or ("error", type, message)."""
+    from gym_recorder import FormatError
+    try:
+        return ("ok", read())
+    except FormatError as e:
+        return ("error", type(e), str(e))
+
+
+@pytest.mark.parametrize("field, where, value", [
+    ("shape", "rewards", [True]),
+    ("shape", "rewards", []),
+    ("shape", "rewards", [1, 1]),
+    ("shape", "rewards", "ab"),
+    ("shape", "rewards", {"a": 1}),
+    ("shape", "observations", [1, 5]),
+    ("shape", "observations", [1, 4, 1]),
+    ("shape", "observations", [1.0, 4]),
+    ("shape", "observations", [1, True]),
+    ("shape", "observations", [[1], 4]),
+    ("crc32", "rewards", -1),
+    ("crc32", "rewards", 2 ** 32),
+    ("crc32", "rewards", "0"),
+    ("crc32", "rewards", True),
+    ("crc32", "rewards", None),
+    ("dtype", "observations", ["<f4"]),
+    ("__type", "actions", ["ndarray"]),
+    ("npyfile", "actions", None),
+    ("order", "terminations", None),
+])
+def test_the_column_path_accepts_and_refuses_what_the_entry_path_does(cartpole, field, where,
+                                                                      value):
+    """A crafted reference late in a batch: iterating (the batch decoded column by column) gives
+    the same episodes or the same error as fetching each episode alone (entry by entry)."""
+    def mutate(doc):
+        entry = doc["episodes"][-2]
+        ref = entry[where]
+        if field == "shape" and isinstance(value, list) and value and value[0] in (1, 1.0):
+            # keep the row count right where the test is about the other dimensions
+            rows = ref["shape"][0]
+            value[0] = rows if type(value[0]) is int else float(rows)
+        ref[field] = value
+    rewrite_batch(cartpole, mutate)
+
+    def iterate():
+        with RecordingReader(cartpole) as reader:
+            return list(reader)
+
+    def alone():
+        out = []
+        with RecordingReader(cartpole) as reader:
+            n = len(reader)
+        for i in range(n):
+            with RecordingReader(cartpole) as reader:
+                out.append(reader[i])
+        return out
+
+    a, b = _outcome(iterate), _outcome(alone)
+    assert a[0] == b[0], (a[:3], b[:3])
+    if a[0] == "error":
+        assert a[1:] == b[1:]
+    else:
+        assert len(a[1]) == len(b[1])
+        for x, y in zip(a[1], b[1]):
+            _same(x, y)
