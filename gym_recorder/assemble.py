@@ -179,10 +179,11 @@ def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Ma
         UnsupportedSpaceError: if the episodes' writers lay the field out differently.
     """
     kind = COLUMN_KINDS[name]
-    layouts = {m.name: (None if m.legacy else
-                        obs_layout(m) if kind == "obs" else act_layout(m) if kind == "act"
-                        else None) for _, m, _ in located}
-    signatures = {m.name: _signature(m.legacy, layouts[m.name]) for _, m, _ in located}
+    writers = {m.name: m for _, m, _ in located}  # each writer once (episodes share them)
+    layouts = {key: (None if m.legacy else
+                     obs_layout(m) if kind == "obs" else act_layout(m) if kind == "act"
+                     else None) for key, m in writers.items()}
+    signatures = {key: _signature(m.legacy, layouts[key]) for key, m in writers.items()}
     first_name = located[0][1].name
     for writer, sig in signatures.items():
         if sig != signatures[first_name]:
@@ -278,18 +279,32 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
     jobs: list[ReadJob] = []
     for column, out in zip(columns, dests):
         row = 0
+        tail = out.shape[1:]
+        run: list[np.ndarray] = []  # consecutive decoded arrays: copied in one concatenation
         for source in column:
             rows = source if isinstance(source, np.ndarray) else source[1]
-            if rows.shape[1:] != out.shape[1:]:
+            if rows.shape[1:] != tail:
                 raise FormatError(f"{first_where}: the episodes store one {kind} leaf in rows "
-                                  f"of different shapes ({rows.shape[1:]}, {out.shape[1:]})")
+                                  f"of different shapes ({rows.shape[1:]}, {tail})")
             if isinstance(source, np.ndarray):
-                out[row:row + len(source)] = source
+                run.append(source)
             else:
+                row = _copy_run(run, out, row)
                 jobs.append((source[0], source[1], source[2], out, row))
             row += rows.shape[0]
+        _copy_run(run, out, row)
     read_rows(dec, jobs, sum(job[1].size for job in jobs))
     return dests
+
+
+def _copy_run(run: list[np.ndarray], out: np.ndarray, end: int) -> int:
+    """Copies the arrays of ``run`` into the rows of ``out`` that end at ``end`` (their rows
+    counted in it already), and empties the run; returns ``end``."""
+    if run:
+        start = end - sum(len(a) for a in run)
+        np.concatenate(run, out=out[start:end], casting="unsafe")
+        run.clear()
+    return end
 
 
 def summarize(dec: Decoder, m: Manifest, number: int, index: int,
