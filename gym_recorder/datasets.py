@@ -183,7 +183,8 @@ class _RecordingDataset:
             self._reader_obj, self._reader_pid = None, None
             self._cache, self._whole, self._rows = (_LRU(self.cache_bytes), None,
                                                     _LRU(ROWS_CACHE))
-            reader = RecordingReader(self.location, verify=self.verify)
+            # (this dataset caches what it decodes: the reader keeps only what it reads in order)
+            reader = RecordingReader(self.location, verify=self.verify, cache_bytes=0)
             self._resolved = None
             if self._writers:  # (empty while __init__ makes the selection)
                 self._resolved = self._resolve(reader)

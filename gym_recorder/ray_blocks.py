@@ -145,7 +145,8 @@ def _reader_for(spec: TaskSpec, fresh: bool = False) -> Any:
         if reader is None or fresh:
             # (A reader replaced here is left to the garbage collector, not closed: another
             # thread may hold it between taking it and the lock.)
-            kwargs: dict[str, Any] = {"verify": spec.verify}
+            # (a task reads each batch once: the reader keeps only what it reads in order)
+            kwargs: dict[str, Any] = {"verify": spec.verify, "cache_bytes": 0}
             if spec.storage_options is not None:
                 kwargs["storage_options"] = spec.storage_options
             reader = _READERS[key] = RecordingReader(spec.location, **kwargs)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import functools
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar, cast
 
@@ -28,6 +27,7 @@ import numpy as np
 
 from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single_episode,
                        stitched_episode, summarize)
+from .batchcache import BATCH_CACHE_BYTES, BatchCache, estimated_bytes
 from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
 from .decode import Batch, Decoder, parse_batch
@@ -43,11 +43,9 @@ from .storage import Storage, located, naming_urls, open_storage
 __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
            "scan_recorded_traces", "ENDS"]
 
-# Parsed batch files kept in memory: enough to iterate in order and to stitch an episode whose
-# parts span consecutive batches.
-BATCH_CACHE_SIZE = 4
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_UNKNOWN_SIZE = 1 << 20
 
 
 def _naming_urls(method: _Method) -> _Method:
@@ -81,6 +79,10 @@ class RecordingReader:
             :class:`~gym_recorder.storage.Storage`.
         verify: check every array's CRC-32 while reading (raises :class:`ChecksumError`).
         storage_options: fsspec options for a URL (credentials, endpoint).
+        cache_bytes: estimated memory of parsed batch files the reader may keep once it reads
+            at random (asks again for a batch it let go); it always keeps the few needed to
+            read in order. 0 keeps only those (a reader whose caller caches, as the datasets
+            and Ray's read tasks do). See :mod:`gym_recorder.batchcache`.
 
     Raises:
         FormatError: if a manifest is malformed or of an unsupported version.
@@ -88,11 +90,14 @@ class RecordingReader:
     """
 
     def __init__(self, location: str | os.PathLike[str] | Storage, *, verify: bool = False,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None,
+                 cache_bytes: int = BATCH_CACHE_BYTES) -> None:
+        if type(cache_bytes) is not int or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
         self._storage: Storage = open_storage(location, storage_options)
         self._directory = self._storage.location
         self._decoder = Decoder(self._storage, verify)
-        self._cache: OrderedDict[tuple[str, int], Batch] = OrderedDict()
+        self._cache = BatchCache(cache_bytes)
         self._closed = False
         self._manifests: list[Manifest] = []
         self._starts: list[int] = []
@@ -350,23 +355,18 @@ class RecordingReader:
     # -- loading ------------------------------------------------------------------------------
 
     def _batch(self, m: Manifest, b: int) -> Batch:
-        """Batch b of writer m, parsed (kept in a small cache)."""
-        key = (m.name, b)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return cached
-        batch = parse_batch(self._storage, m, b)
-        self._cache[key] = batch
-        while len(self._cache) > BATCH_CACHE_SIZE:
-            self._cache.popitem(last=False)[1].close()
-        return batch
+        """Batch b of writer m, parsed (kept in the reader's :class:`BatchCache`)."""
+        def load() -> tuple[Batch, int]:
+            info = m.batches[b]
+            sizes = [info.get(name) for name in ("json_size", "bin_size")]
+            # (a gym-recording manifest has neither: a batch then counts as 1 MiB of each)
+            cost = estimated_bytes(*(x if type(x) is int else _UNKNOWN_SIZE for x in sizes))
+            return parse_batch(self._storage, m, b), cost
+
+        return self._cache.get((m.name, b), load)
 
     def _clear_cache(self) -> None:
-        batches = list(self._cache.values())
         self._cache.clear()
-        for batch in batches:
-            batch.close()
 
     def _parts(self, m: Manifest, number: int) -> list[PartItem]:
         """(batch info, entry, part number, batch) for each part of a writer's episode."""

@@ -27,7 +27,7 @@ __all__ = ["Storage", "LocalStorage", "open_storage", "located", "naming_urls",
            "MAX_OPEN_FILES"]
 
 # File descriptors a LocalStorage keeps open at most (of files read by range): as many as the
-# reader caches batches (reader.BATCH_CACHE_SIZE), so that iterating in order opens each .bin once.
+# reader caches batches (batchcache.BATCH_CACHE_SIZE), so that iterating in order opens each .bin once.
 MAX_OPEN_FILES = 4
 
 
