@@ -10,13 +10,11 @@ import os
 import re
 from typing import Any
 
-import atomicwrites
-
 from ._checks import _BatchCheck, _check_batch
 from ._salvage import salvage_runs, write_batch
 from .errors import FormatError, RecorderError
 from .format import BATCH_NAME_RE as _BATCH_NAME_RE
-from .fileio import dumps, read_json_file
+from .fileio import atomic_write, dumps, read_json_file
 from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, manifest_name
 
 __all__ = ["repair", "REPAIR_FOLDER_PREFIX"]
@@ -57,8 +55,8 @@ class _Mover:
         assert self.folder is not None
         with open(os.path.join(self.directory, name), "rb") as src:
             data = src.read()
-        with atomicwrites.atomic_write(os.path.join(self.directory, self.folder, name),
-                                       mode="wb", overwrite=False) as f:
+        with atomic_write(os.path.join(self.directory, self.folder, name),
+                          overwrite=False) as f:
             f.write(data)
         return where
 
@@ -293,7 +291,7 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
         batches_now = sorted(kept + [b for s in salvages for b in s.written],
                              key=lambda b: int(b["first"]))
         doc = {**header, "batches": batches_now, "complete": complete}
-        with atomicwrites.atomic_write(manifest_path, mode="wb", overwrite=True) as f:
+        with atomic_write(manifest_path) as f:
             f.write(dumps(doc))
         return batches_now
 

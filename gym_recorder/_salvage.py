@@ -15,9 +15,7 @@ import copy
 import os
 from typing import Any
 
-import atomicwrites
-
-from .fileio import dumps
+from .fileio import atomic_write, dumps
 from .format import ALIGNMENT, batch_stem
 
 __all__ = ["salvage_runs", "write_batch"]
@@ -129,10 +127,8 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
     finally:
         os.close(fd)
     new_doc = {**doc, "first": first, "episodes": entries}
-    with atomicwrites.atomic_write(os.path.join(directory, bin_name), mode="wb",
-                                   overwrite=True) as f:
+    with atomic_write(os.path.join(directory, bin_name)) as f:
         f.writelines(chunks)
-    with atomicwrites.atomic_write(os.path.join(directory, json_name), mode="wb",
-                                   overwrite=True) as f:
+    with atomic_write(os.path.join(directory, json_name)) as f:
         f.write(dumps(new_doc))
     return json_name, bin_name

@@ -1,10 +1,12 @@
-"""Reading and writing a recording's files at the byte level: strict JSON, safe opens, CRC-32.
+"""Reading and writing a recording's files at the byte level: strict JSON, safe opens, atomic
+writes, CRC-32.
 
 :func:`dumps` and :func:`loads` are the format's JSON (compact ASCII, no NaN; bounded by
 :data:`~gym_recorder.format.MAX_JSON_BYTES` and nesting); :func:`open_regular` opens a file of a
 recording refusing symlinks, FIFOs and devices; :func:`read_json_file` reads and parses one JSON
-file of bounded size; :data:`crc32` is the zlib CRC-32 every checksum of the format uses (from
-ISA-L when installed).
+file of bounded size; :class:`AtomicWriter` and :func:`atomic_write` write a file atomically
+(atomicwrites) with the permissions the umask gives; :data:`crc32` is the zlib CRC-32 every
+checksum of the format uses (from ISA-L when installed).
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import shutil
 import socket
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, ContextManager
+
+import atomicwrites
 
 from .errors import FormatError
 from .format import MAX_JSON_BYTES
 
 __all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
-           "remove_stale_temps"]
+           "remove_stale_temps", "new_file_mode", "AtomicWriter", "atomic_write"]
 
 def dumps(obj: Any) -> bytes:
     """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
@@ -118,6 +122,78 @@ def read_json_file(path: str, where: str, expected_size: int | None = None) -> t
             raise FormatError(f"{where}: file has {size} bytes, the manifest says {expected_size}")
         data = f.read(MAX_JSON_BYTES + 1)
     return data, loads(data, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Atomic writes, with the permissions open() would give
+
+
+def _proc_umask() -> int | None:
+    """The process's umask as Linux (4.7 and later) shows it, read without changing it."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _import_umask() -> int:
+    mask = _proc_umask()
+    if mask is None:
+        # Elsewhere the umask is read by setting it: to the strictest one for that instant (a
+        # file another thread creates meanwhile is then more private than it asked, never less).
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+# The umask when this module was imported: the fallback where /proc does not show it (it is
+# read again for each file where it does, so a umask changed later is honoured).
+_IMPORT_UMASK = _import_umask()
+
+
+def new_file_mode() -> int:
+    """The permission bits ``open()`` gives a new file now: 0o666 less the process's umask."""
+    mask = _proc_umask()
+    return 0o666 & ~(_IMPORT_UMASK if mask is None else mask)
+
+
+class AtomicWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
+    """atomicwrites' writer (a temporary file beside the target, renamed over it) whose file
+    gets the permissions ``open()`` would give it.
+
+    atomicwrites makes its temporary file with :func:`tempfile.mkstemp`, which only the owner
+    may read (0o600); renamed into place, a recording, a repaired batch or a manifest stayed
+    unreadable to every other user (a training job or a viewer run by someone else, a shared
+    folder), unlike every file numpy, h5py or pyarrow writes.
+    """
+
+    def get_fileobject(self, **kwargs: Any) -> Any:
+        f = super().get_fileobject(**kwargs)
+        if hasattr(os, "fchmod"):  # (not on Windows, where mkstemp's mode means little)
+            try:
+                os.fchmod(f.fileno(), new_file_mode())
+            except BaseException:
+                f.close()
+                os.unlink(f.name)
+                raise
+        return f
+
+
+def atomic_write(path: str, *, overwrite: bool = True) -> ContextManager[IO[bytes]]:
+    """Writes a binary file atomically: written to a temporary file in its directory, fsynced,
+    renamed over ``path``, the directory fsynced (atomicwrites' ``atomic_write``), with the
+    permissions the umask gives.
+
+    Raises:
+        OSError: as ``open()`` would; the temporary file is removed, ``path`` left as it was.
+        FileExistsError: if ``overwrite`` is false and ``path`` exists.
+    """
+    ctx: ContextManager[IO[bytes]] = AtomicWriter(path, mode="wb", overwrite=overwrite).open()
+    return ctx
 
 
 # ---------------------------------------------------------------------------------------------

@@ -342,7 +342,8 @@ A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_S
 Commit protocol and durability
 ==============================
 A writer writes the .bin, then the .json of a batch, each to a temporary file in the directory
-(``tmp`` and 8 random characters) that is renamed into place, and only then rewrites its manifest
+(``tmp`` and 8 random characters; given the permissions the umask gives, as ``open()`` would) that
+is renamed into place, and only then rewrites its manifest
 the same way. The manifest is the commit point: a batch not listed in a manifest does not exist.
 One manifest rewrite may commit several batches: a written batch waits for it at most
 ``writer.MIN_COMMIT_INTERVAL`` seconds (0.05), or ``writer.COMMIT_COST_FACTOR`` (20) times as long

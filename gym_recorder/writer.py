@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import atomicwrites
 from ._version import __version__
 from . import fileio
 from .fileio import dumps
@@ -68,7 +67,7 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-class _NoSyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
+class _NoSyncWriter(fileio.AtomicWriter):
     """An atomic writer (temp file in the same directory, then rename) that leaves fsync to us."""
 
     def sync(self, f: Any) -> None:
@@ -78,7 +77,7 @@ class _NoSyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untype
         os.replace(f.name, self._path)
 
 
-class _SyncWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
+class _SyncWriter(fileio.AtomicWriter):
     """An atomic writer that fsyncs the file, then renames (the directory is synced separately)."""
 
     def commit(self, f: Any) -> None:
@@ -352,7 +351,7 @@ class BatchWriter:
     def _write_manifest(self) -> None:
         doc = dumps(self._manifest)
         if self._fsync:
-            with atomicwrites.atomic_write(self._manifest_path, mode="wb", overwrite=True) as f:
+            with fileio.atomic_write(self._manifest_path) as f:
                 f.write(doc)
             self._unsynced.clear()
         else:

@@ -137,3 +137,35 @@ def test_open_regular_refuses_symlinks_fifos_directories_and_missing_files(tmp_p
                         ("dir.json", "not a regular file"), ("gone.json", "cannot open")]:
         with pytest.raises(FormatError, match=f"^{name}: {match}"):
             fileio.open_regular(str(tmp_path / name), name)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077, 0o027])
+def test_atomic_write_gives_the_umask_permissions_and_leaves_no_temp(tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        assert fileio.new_file_mode() == 0o666 & ~mask
+        with fileio.atomic_write(str(tmp_path / "f.json")) as f:
+            f.write(b"{}")
+        plain = tmp_path / "plain"
+        plain.write_bytes(b"")  # what open() gives, for comparison
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.json").read_bytes() == b"{}"
+    assert (tmp_path / "f.json").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.json", "plain"]
+
+
+def test_atomic_write_that_fails_keeps_the_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "f.json"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="boom"):
+        with fileio.atomic_write(str(target)) as f:
+            f.write(b"new")
+            raise RuntimeError("boom")
+    assert target.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["f.json"]
+    with pytest.raises(FileExistsError):
+        with fileio.atomic_write(str(target), overwrite=False) as f:
+            f.write(b"new")
+    assert target.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["f.json"]
