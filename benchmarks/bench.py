@@ -42,7 +42,8 @@ from gym_recorder.wrapper import DEFAULT_TARGET_BATCH_BYTES  # noqa: E402
 
 from harness import MIB, Config, own_seconds, system_busy_seconds  # noqa: E402
 from memory import bench_rss, rss_child  # noqa: E402
-from reading import bench_open_fetch, bench_read_throughput, record  # noqa: E402
+from reading import (bench_open_fetch, bench_random_access, bench_read_throughput,  # noqa: E402
+                     record)
 from recorders import IMAGE_ENV, cases, minari_collector, stress_case  # noqa: E402
 from recording import bench_recording, bench_stress, cold_child, summarize_recording  # noqa: E402
 from report import report, targets  # noqa: E402
@@ -85,6 +86,8 @@ def _reading(cfg: Config, workdir: str, log: Any) -> dict:
     cp_steps = record(cp_dir, lambda: gym.make("CartPole-v1"), n)
     log(f"  {cp_steps} steps recorded in {time.perf_counter() - t0:.1f}s")
     out: dict[str, Any] = {"open_fetch": bench_open_fetch(cp_dir, cfg.pick(41, 15, 3)),
+                           "random": bench_random_access(cp_dir, cfg.pick(5, 3, 1),
+                                                         cfg.pick(4000, 2000, 50)),
                            "throughput": {}, "dirs": {}}
     out["throughput"]["CartPole-v1"] = bench_read_throughput(cp_dir, cfg.read_repeats, cfg.prime)
     for name, h, w, total in [("84x84x3", 84, 84, cfg.pick(10_000, 4_000, 400)),

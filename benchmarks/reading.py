@@ -1,4 +1,5 @@
-"""Reading benchmarks: open + fetch, iterating every episode, and a whole-recording column.
+"""Reading benchmarks: open + fetch, random fetches, iterating every episode, and a whole-recording
+column.
 
 Every file is read once before timing, so that both sides read from the page cache; the reader
 and ``np.fromfile`` alternate within each repeat. Throughput ratios compare bytes per second on the
@@ -19,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from gym_recorder import RecordingReader, RecordingWrapper
+from gym_recorder.batchcache import BATCH_CACHE_BYTES
 
 from harness import MIB, PRIME_FACTOR, SEED, median, prime_memory, touch, touch_tree
 
@@ -131,3 +133,40 @@ def bench_open_fetch(directory: str, repeats: int) -> dict:
         reader.close()
         times.append((t1 - t0) / 1e6)
     return {"episodes": count, "ms": median(times), "max_ms": max(times), "raw_ms": times}
+
+
+def bench_random_access(directory: str, repeats: int, fetches: int) -> dict:
+    """``reader[i]`` for random ``i`` (a training script indexing episodes), one open reader.
+
+    The baseline, measured alternately in the same run, is a reader that keeps only the few
+    batches needed to read in order (``cache_bytes=0``), which is what every reader did before
+    the batch cache grew for random reads.
+    """
+    with RecordingReader(directory) as reader:
+        count = len(reader)
+        batches = sum(1 for _ in reader.batches())
+    rng = random.Random(SEED)
+    indices = [rng.randrange(count) for _ in range(fetches)]
+
+    def run(cache_bytes: int) -> float:
+        with RecordingReader(directory, cache_bytes=cache_bytes) as reader:
+            for i in indices[:8]:  # open and first parses, outside the timing of the rest
+                touch_tree(reader[i].observations)
+            gc.collect()
+            t0 = time.perf_counter_ns()
+            for i in indices:
+                touch_tree(reader[i].observations)
+            return (time.perf_counter_ns() - t0) / 1e3 / len(indices)
+
+    times: dict[str, list[float]] = {"cached": [], "four_batches": []}
+    for r in range(repeats):
+        order = [("cached", None), ("four_batches", 0)]
+        if r % 2:
+            order.reverse()
+        for name, cache_bytes in order:
+            times[name].append(run(BATCH_CACHE_BYTES if cache_bytes is None else cache_bytes))
+    ratios = [b / a for a, b in zip(times["cached"], times["four_batches"])]
+    return {"episodes": count, "batches": batches, "fetches": fetches,
+            "us_per_fetch": median(times["cached"]),
+            "baseline_us_per_fetch": median(times["four_batches"]),
+            "speedup": median(ratios), "raw_us": times}

@@ -184,6 +184,12 @@ def report(results: dict, out: Callable[[str], None]) -> None:
     if of is not None:
         out(f"  open a {of['episodes']}-episode recording + fetch a random episode: "
             f"{of['ms']:.2f} ms median, {of['max_ms']:.2f} ms max")
+    ra = rd.get("random")
+    if ra is not None:
+        out(f"  reader[i] at random, {ra['fetches']} fetches over {ra['episodes']} episodes in "
+            f"{ra['batches']} batches: {ra['us_per_fetch']:.1f} us a fetch, against "
+            f"{ra['baseline_us_per_fetch']:.1f} us keeping 4 batches (cache_bytes=0): "
+            f"{ra['speedup']:.0f}x")
     for key, t in rd["throughput"].items():
         out(f"  {key:<12} {t['episodes']:>6} episodes, {t['bin_bytes'] / MB:7.1f} MB of .bin: "
             f"iterate {t['reader_gb_s']:5.2f} GB/s ({t['ratio']:.0%}, "
