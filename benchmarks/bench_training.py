@@ -6,13 +6,17 @@ page cache warm, repeats alternate between:
 
 - baseline: ``np.fromfile`` of every ``.bin`` file of the recording (the same bytes the arrays
   live in, read with numpy alone, nothing parsed);
-- for reference, ``json.loads`` of every batch JSON file: the metadata any reader of the format
-  must parse (for short episodes it is larger than the arrays themselves);
 - ``transitions(RecordingReader(dir))``: open the recording and build ``obs``, ``next_obs``,
-  ``action``, ``reward``, ``terminated``, ``truncated``, ``episode`` and ``step`` for every step.
+  ``action``, ``reward``, ``terminated``, ``truncated``, ``episode`` and ``step`` for every step
+  (through the batches' indexes: no batch JSON parsed);
+- for reference, the same through the batch JSON (what a recording without indexes costs),
+  ``json.loads`` of every batch JSON file (for short episodes it is larger than the arrays
+  themselves), and copying the eight output arrays once they exist (``transitions`` writes
+  more than twice the bytes ``np.fromfile`` reads: ``obs`` and ``next_obs`` repeat the
+  observations, ``episode`` and ``step`` are 16 bytes a step).
 
-Reported: the median of each, their ratio, and ``ok`` when the ratio is at most 2 (the target of
-issue 13), else ``MISS``.
+Reported: the median of each, the ratio of ``transitions`` to ``np.fromfile``, and ``ok`` when
+it is at most 2 (the target of issue 13), else ``MISS``.
 
 Then the map-style ``TransitionDataset`` in shuffled order (``--items`` random items, as a
 ``DataLoader(shuffle=True)`` worker asks for them): µs per item on a fresh dataset (its first
@@ -39,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # benchmark the checkout, not whatever version is installed
@@ -46,6 +51,7 @@ sys.path.insert(0, REPO)  # benchmark the checkout, not whatever version is inst
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
+import gym_recorder.reader as reader_module  # noqa: E402
 from gym_recorder import RecordingReader, RecordingWrapper  # noqa: E402
 from gym_recorder.datasets import TransitionDataset  # noqa: E402
 from gym_recorder.transitions import transitions  # noqa: E402
@@ -87,6 +93,25 @@ def build(directory: str) -> int:
     with RecordingReader(directory) as reader:
         t = transitions(reader)
     return len(t)
+
+
+def build_through_json(directory: str) -> int:
+    """``transitions`` as it reads a recording without batch indexes (every batch JSON)."""
+    saved = reader_module.read_stacked
+    reader_module.read_stacked = lambda *args, **kwargs: None
+    try:
+        return build(directory)
+    finally:
+        reader_module.read_stacked = saved
+
+
+def copy_outputs(directory: str) -> Callable[[], int]:
+    """Copying the eight arrays ``transitions`` returns: writing its output, nothing else."""
+    with RecordingReader(directory) as reader:
+        t = transitions(reader)
+    arrays = [t.obs, t.next_obs, t.action, t.reward, t.terminated, t.truncated, t.episode,
+              t.step]
+    return lambda: sum(a.copy().nbytes for a in arrays)
 
 
 def make_image_recording(directory: str, episodes: int) -> None:
@@ -152,28 +177,31 @@ def main() -> int:
         print(f"recorded {args.steps:,} steps, {episodes:,} episodes in "
               f"{time.perf_counter() - t0:.1f} s")
         nbytes = read_fromfile(tmp)
-        assert build(tmp) == args.steps
-        base, ours, floor = [], [], []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            read_fromfile(tmp)
-            base.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            parse_json(tmp)
-            floor.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            build(tmp)
-            ours.append(time.perf_counter() - t0)
-        b, o, j = statistics.median(base), statistics.median(ours), statistics.median(floor)
+        assert build(tmp) == build_through_json(tmp) == args.steps
+        copy = copy_outputs(tmp)
+        out_bytes = copy()
+        jobs: dict[str, Callable[[], object]] = {
+            "fromfile": lambda: read_fromfile(tmp), "transitions": lambda: build(tmp),
+            "json_path": lambda: build_through_json(tmp), "json": lambda: parse_json(tmp),
+            "copy": copy}
+        times: dict[str, list[float]] = {name: [] for name in jobs}
+        for r in range(args.repeats):
+            for name in (list(jobs) if r % 2 == 0 else list(reversed(jobs))):
+                t0 = time.perf_counter()
+                jobs[name]()
+                times[name].append(time.perf_counter() - t0)
+        b, o, p, j, c = (statistics.median(times[name]) for name in jobs)
         ratio = o / b
         print(f"np.fromfile of the .bin files ({nbytes / 1e6:.1f} MB): {b * 1e3:8.1f} ms "
               f"({nbytes / b / 1e9:.2f} GB/s)")
-        print(f"json.loads of the batch files (floor for any reader): {j * 1e3:8.1f} ms "
-              f"({j / b:.1f}x np.fromfile)")
         print(f"transitions(reader), {args.steps:,} steps:       {o * 1e3:8.1f} ms "
-              f"({o / args.steps * 1e9:.0f} ns/step)")
+              f"({o / args.steps * 1e9:.0f} ns/step; through the batch indexes)")
         print(f"ratio {ratio:.2f} (target <= {TARGET_RATIO:g}): "
               f"{'ok' if ratio <= TARGET_RATIO else 'MISS'}")
+        print(f"  the same through the batch JSON: {p * 1e3:8.1f} ms ({p / o:.1f}x); "
+              f"json.loads of the batch files alone {j * 1e3:8.1f} ms ({j / b:.1f}x np.fromfile)")
+        print(f"  copying the {out_bytes / 1e6:.1f} MB of arrays transitions returns: "
+              f"{c * 1e3:8.1f} ms ({c / b:.1f}x np.fromfile)")
         shuffled_items(tmp, args.items, args.repeats)
         if args.image_episodes:
             images = os.path.join(tmp, "images")

@@ -16,8 +16,9 @@ data goes; recording and reading meet only in the format's modules):
 - Reading: ``storage`` (local or remote bytes) -> ``manifest`` (writers and their batches) ->
   ``decode`` and ``columns`` (a batch checked and decoded; ``outside``: leaves stored outside
   their space) -> ``assemble`` (episode parts into episodes, whole-recording columns and
-  summaries; ``rows``: rows of an episode read alone) -> ``reader`` (``RecordingReader``;
-  ``batchcache``: the parsed batches it keeps),
+  summaries; ``rows``: rows of an episode read alone; ``stepindex``: the step columns of many
+  episodes through the batches' indexes, without their JSON) -> ``reader``
+  (``RecordingReader``; ``batchcache``: the parsed batches it keeps),
   ``episode`` (what it hands out), ``legacy``
   (gym-recording files), ``envgroups``, ``batches`` (batch by batch, an episode's parts);
   ``integrity`` (verify and repair, with ``_checks``, ``_repair``, ``_salvage``).

@@ -11,7 +11,8 @@ from typing import Any
 from . import fileio
 from .errors import FormatError
 from .fileio import open_regular, read_json_file
-from .format import FORMAT_NAME, FORMAT_VERSION, MAX_NESTING, batch_stem, parse_ref
+from .format import (FORMAT_NAME, FORMAT_VERSION, INDEX_TABLE_WIDTH, MAX_NESTING, batch_stem,
+                     parse_batch_index, parse_ref)
 
 __all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE"]
 
@@ -108,6 +109,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         listed: the manifest's entry for the batch (sizes and checksum to hold it to), or None.
     """
     check = _BatchCheck(json_name)
+    good_index = None
     bin_name = listed.get("bin") if listed is not None else None
     if not isinstance(bin_name, str):
         bin_name = batch_stem(prefix, first) + ".bin"
@@ -195,6 +197,20 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
                                     + (", or a bool byte is neither 0 nor 1"
                                        if ref.dtype.kind == "b" else ""),
                           entry=pos)
+        # The batch index (the manifest's, else the batch's own copy) must say what the
+        # entries say. A wrong one is not the batch's fault: verify reports the manifest's,
+        # and the BATCH rebuilt from the batch (repair) goes without it.
+        listed_index = listed.get("index") if listed is not None else None
+        index = listed_index if listed_index is not None else doc.get("index")
+        if index is not None and check.ok:
+            table_span, messages = _index_problems(fd, bin_size, index, entries)
+            for in_bin, message in messages if listed_index is not None else ():
+                check.note(bin_name if in_bin else json_name,
+                           f"the manifest's index of the batch: {message}")
+            if table_span is not None:  # (its bytes are the index's, whatever they hold)
+                spans.append(table_span)
+            if not messages:
+                good_index = index
         if check.ok:
             # Not fatal: every array checks out, only bytes no array covers are wrong.
             for message in _padding_problems(fd, spans, bin_size):
@@ -205,7 +221,58 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         check.info = {"first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
                       "json_size": len(data), "bin_size": bin_size,
                       "json_crc32": fileio.crc32(data), "steps": steps, "episodes": episodes}
+        if good_index is not None:
+            check.info["index"] = good_index
     return check
+
+
+def _index_problems(fd: int, bin_size: int, index: Any, entries: list[Any]
+                    ) -> tuple[tuple[int, int] | None, list[tuple[bool, str]]]:
+    """Checks a batch index (see "Batch index" in the format) against the batch's entries,
+    whose references have checked out.
+
+    Returns:
+        The span of the index's table in the .bin (None if it is not one), and the problems,
+        each with whether it lies in the .bin's bytes (else in what the index says).
+    """
+    length = len(entries)
+    columns_of: list[list[dict[str, Any]]] = []
+    for entry in entries:
+        found: list[tuple[dict[str, Any], str]] = []
+        for key in ("observations", "actions"):
+            _walk_refs(entry.get(key), key, found)
+        columns_of.append([obj for obj, _ in found]
+                          + [entry.get(k) for k in ("rewards", "terminations", "truncations")])
+    n_columns = len(columns_of[0]) if columns_of else 0
+    if any(len(cols) != n_columns for cols in columns_of):
+        return None, [(False, "the batch has a leaf stored as values in some entries: it "
+                              "cannot have one")]
+    try:
+        table_at, crc, columns = parse_batch_index(index, "index", length, bin_size, n_columns)
+    except FormatError as e:
+        return None, [(False, str(e).removeprefix("index: "))]
+    span = (table_at, table_at + length * INDEX_TABLE_WIDTH * 8)
+    raw = os.pread(fd, span[1] - span[0], table_at)
+    if len(raw) != span[1] - span[0] or fileio.crc32(raw) != crc:
+        return span, [(True, "CRC-32 of its table does not match")]
+    table = [tuple(int.from_bytes(raw[i:i + 8], "little", signed=True)
+                   for i in range(row, row + INDEX_TABLE_WIDTH * 8, 8))
+             for row in range(0, len(raw), INDEX_TABLE_WIDTH * 8)]
+    offsets = [c.offset for c in columns]
+    for pos, (entry, row, refs) in enumerate(zip(entries, table, columns_of)):
+        said = (entry.get("episode"), entry.get("part"), entry.get("steps"),
+                (entry.get("continues") is True) | ((entry.get("no_reset") is True) << 1))
+        if row != said:
+            return span, [(False, f"its table says entry {pos} is (episode, part, steps, "
+                                  f"flags) {row}, the entry {said}")]
+        for c, (ref, col) in enumerate(zip(refs, columns)):
+            if ref.get("dtype") != col.dtype.str or ref.get("npyoff") != offsets[c]:
+                return span, [(False, f"column {c} places entry {pos}'s array at "
+                                      f"{offsets[c]} as {col.dtype.str}, the entry at "
+                                      f"{ref.get('npyoff')!r} as {ref.get('dtype')!r}")]
+            size = ref.get("size")
+            offsets[c] += -(-size // col.unit) * col.unit if type(size) is int else 0
+    return span, []
 
 
 def _padding_problems(fd: int, spans: list[tuple[int, int]], file_size: int) -> list[str]:

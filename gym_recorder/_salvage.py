@@ -126,7 +126,9 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
             offset += size
     finally:
         os.close(fd)
-    new_doc = {**doc, "first": first, "episodes": entries}
+    # (A batch index of the source batch says where its arrays were: the new batch has none.)
+    new_doc = {**{k: v for k, v in doc.items() if k != "index"}, "first": first,
+               "episodes": entries}
     with atomic_write(os.path.join(directory, bin_name)) as f:
         f.writelines(chunks)
     with atomic_write(os.path.join(directory, json_name)) as f:

@@ -57,18 +57,28 @@ def _tree_template(layout: Layout) -> str:
 
 
 def _column_texts(sink: BinSink, col: np.ndarray | list[Any], lo: np.ndarray, hi: np.ndarray,
-                  where: str) -> list[str]:
-    """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object."""
+                  where: str, index: list[Any] | None) -> list[str]:
+    """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object.
+
+    ``index`` gets the column's ``[dtype, npyoff, unit]`` (see :func:`_column_refs`); a column
+    of values sets ``index[0]`` to None (a batch with such a leaf has no index).
+    """
     if isinstance(col, np.ndarray):
-        return _column_refs(sink, col, lo, hi)
+        return _column_refs(sink, col, lo, hi, index)
+    if index is not None:
+        index[:1] = [None]
     return [_text({"__type": "values", "values": [encode_value(v, sink, where) for v in col[a:b]]})
             for a, b in zip(lo.tolist(), hi.tolist())]
 
 
-def _column_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[str]:
+def _column_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 index: list[Any] | None = None) -> list[str]:
     """Writes the rows [lo[k], hi[k]) of a column for every entry k; returns their references.
 
-    The entries' rows must follow one another in the column (hi[k] == lo[k + 1]).
+    The entries' rows must follow one another in the column (hi[k] == lo[k + 1]). ``index``
+    (when given) gets the column's entry of the batch index: ``[dtype, npyoff, unit]``, entry
+    k's array starting at ``npyoff + sum(ceil(size_j / unit) * unit for j < k)`` (see "Batch
+    index" in the format specification).
     """
     n = len(lo)
     if n == 0:
@@ -81,11 +91,14 @@ def _column_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray)
     contiguous = bool((lo[1:] == hi[:-1]).all())
     if not contiguous or align > MAX_PACKED_ALIGN:
         # Rows of odd sizes (or a layout we do not expect): one aligned write per entry.
+        if index is not None:  # (each at the next multiple of ALIGNMENT)
+            index.append([col.dtype.str, sink.offset + -sink.offset % ALIGNMENT, ALIGNMENT])
         return [sink.text(col[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
     block = np.ascontiguousarray(col[start:stop])
     if row_bytes % ALIGNMENT == 0 or stop == start:
         base, data = sink.put_block(block)
         rel = (lo - start) * row_bytes
+        pad_unit = ALIGNMENT
     else:  # (stop > start here: some entry has rows)
         # Each entry starts at a multiple of lcm(row_bytes, 8): then rows stay whole units, and
         # one fancy-indexed copy lays the column out with its padding.
@@ -98,6 +111,9 @@ def _column_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray)
         # (No padding after the last entry: padding only lies between arrays.)
         base, data = sink.put_block(
             packed.view(np.uint8)[:int(rel[-1]) + int(counts[-1]) * row_bytes])
+        pad_unit = align
+    if index is not None:
+        index.append([col.dtype.str, base, pad_unit])
     # The same text as _REF_TEXT, built with one f-string per entry around the parts every
     # entry of the column shares (batches of short episodes hold thousands of references).
     crc32 = fileio.crc32
@@ -250,11 +266,32 @@ class EncodedBatch:
         json: the batch JSON document, as bytes.
         bin_size: bytes written to the .bin file.
         entries: entries in the batch.
+        index: the BATCH's ``"index"`` (see "Batch index" in the format specification), or
+            None for a batch with a leaf stored as values.
     """
 
     json: bytes
     bin_size: int
     entries: int
+    index: dict[str, Any] | None = None
+
+
+def _batch_index(sink: BinSink, batch: Batch, columns: list[Any]) -> dict[str, Any] | None:
+    """Writes the batch index's table (after every other array) and returns the BATCH's
+    ``"index"``; None when a leaf is stored as values, or for entries whose observation rows
+    are not their steps (+ 1 for part 0), which the index cannot describe."""
+    segs = batch.segments
+    if not segs or (columns and columns[0] is None) or \
+            len(columns) != len(batch.observations) + len(batch.actions) + 3:
+        return None
+    table = np.array([(seg.episode, seg.part, seg.step1 - seg.step0,
+                       (seg.end is None) | (seg.no_reset << 1), seg.obs1 - seg.obs0)
+                      for seg in segs], dtype="<i8")
+    if (table[:, 4] != table[:, 2] + (table[:, 1] == 0)).any():
+        return None
+    table = np.ascontiguousarray(table[:, :4])
+    offset, data = sink.put_block(table)
+    return {"table": offset, "crc32": fileio.crc32(data), "columns": columns}
 
 
 class BatchEncoder:
@@ -294,17 +331,20 @@ class BatchEncoder:
             OSError: from ``f.write``.
         """
         sink = BinSink(f, bin_name)
-        entries = self.entries(first, batch, sink, json_name)
+        columns: list[Any] = []
+        entries = self.entries(first, batch, sink, json_name, columns)
+        index = _batch_index(sink, batch, columns)
         sink.finish()
         doc = b"".join([
             dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self._prefix,
                    "first": first})[:-1],
-            b',"episodes":[', ",".join(entries).encode("ascii"), b'],"header":',
+            b',"episodes":[', ",".join(entries).encode("ascii"), b"],",
+            b"" if index is None else b'"index":' + dumps(index) + b",", b'"header":',
             self._header_json if first == 0 else self._later_header_json, b"}"])
-        return EncodedBatch(doc, sink.offset, len(entries))
+        return EncodedBatch(doc, sink.offset, len(entries), index)
 
-    def entries(self, first: int, batch: Batch, sink: BinSink,
-                        where: str) -> list[str]:
+    def entries(self, first: int, batch: Batch, sink: BinSink, where: str,
+                index: list[Any] | None = None) -> list[str]:
         """Writes a batch column by column; returns the entries as JSON text.
 
         Each column (an observation or action leaf, rewards, terminations, truncations) holds
@@ -313,19 +353,21 @@ class BatchEncoder:
         (zero padding between) with one vectorised copy. The per-entry Python work left is a
         CRC-32 and a formatted reference per array, which makes batches of thousands of short
         episodes cheap to write. A leaf that does not stack (a list of values) is encoded entry
-        by entry.
+        by entry. ``index`` (when given) gets the ``"columns"`` of the batch index, in column
+        order, its first item None when a leaf is stored as values.
         """
         segs = batch.segments
         o0 = np.array([seg.obs0 for seg in segs], np.int64)
         o1 = np.array([seg.obs1 for seg in segs], np.int64)
         s0 = np.array([seg.step0 for seg in segs], np.int64)
         s1 = np.array([seg.step1 for seg in segs], np.int64)
-        obs = [_column_texts(sink, col, o0, o1, f"{where} observations")
+        obs = [_column_texts(sink, col, o0, o1, f"{where} observations", index)
                for col in batch.observations]
-        act = [_column_texts(sink, col, s0, s1, f"{where} actions") for col in batch.actions]
-        rewards = _column_refs(sink, batch.rewards, s0, s1)
-        terms = _column_refs(sink, batch.terminations, s0, s1)
-        truncs = _column_refs(sink, batch.truncations, s0, s1)
+        act = [_column_texts(sink, col, s0, s1, f"{where} actions", index)
+               for col in batch.actions]
+        rewards = _column_refs(sink, batch.rewards, s0, s1, index)
+        terms = _column_refs(sink, batch.terminations, s0, s1, index)
+        truncs = _column_refs(sink, batch.truncations, s0, s1, index)
         # (A space of no leaves, Dict({}) or Tuple(()), has the same text in every entry.)
         obs_texts = obs[0] if self._obs_layout.single else [
             self._obs_template % row for row in zip(*obs)] if obs else \

@@ -112,6 +112,8 @@ Each BATCH::
     "json_crc32": int                      zlib CRC-32 of the batch JSON file's bytes
     "steps": int                           transitions in the batch
     "episodes": int                        entries that start a new episode (``part`` == 0)
+    "index": INDEX                         optional: where each entry's stacked arrays are,
+                                           without the batch JSON (see "Batch index")
 
 The batch JSON MUST hold exactly ``len`` entries, and readers MUST refuse one that does not.
 ``steps`` and ``episodes`` MUST equal the sums over its entries; a reader MAY take them on trust
@@ -123,7 +125,9 @@ either count that differs.
 Batch (``P.epNNNNNNNNN.json``)
 ==============================
 An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
-"episodes": [ENTRY, ...], "header": HEADER}``. HEADER repeats the manifest's fields other than
+"episodes": [ENTRY, ...], "index": INDEX, "header": HEADER}``; ``index`` is optional: when the
+BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuilt from the batch
+files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
 vector), so that a lost manifest can be rebuilt from the batch files alone; readers use the
 manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
@@ -192,6 +196,39 @@ When part p is in the last listed batch, the episode ends there, its ``end`` nul
 still running, or was killed). An entry with ``"part"`` > 0 whose part 0 lies in no listed batch
 (``repair`` moved it aside) belongs to no episode: readers skip it.
 
+Batch index (INDEX)
+-------------------
+For short episodes a batch JSON is larger than the arrays it references, so a reader that wants
+only the stacked arrays of many episodes (each observation and action leaf, rewards,
+terminations, truncations: training data) spends its time parsing JSON. A BATCH MAY therefore
+hold an INDEX, from which those arrays are found with the manifest and the .bin alone::
+
+    {"table": int, "crc32": int, "columns": [[DTYPE, int, int], ...]}
+
+- ``table``: the offset, a multiple of :data:`ALIGNMENT`, in the batch's .bin of an array of
+  ``<i8`` and shape ``(len, 4)`` (:data:`INDEX_TABLE_WIDTH`), C order: for each entry of the
+  batch, in order, its ``episode``, ``part``, ``steps`` and flags (1: ``continues`` is true;
+  2: ``no_reset`` is true; no other bits). ``crc32`` is the CRC-32 of its ``len * 32`` bytes.
+- ``columns``: one ``[dtype, npyoff, unit]`` per observation leaf (in leaf order), per action
+  leaf, then for rewards, terminations and truncations, in that order. Entry k's array of a
+  column has the column's ``dtype`` and shape ``(rows_k, *leaf shape)`` (``rows_k``: the
+  entry's ``steps``, plus 1 for the observations of a part 0) and starts at
+  ``npyoff + sum(ceil(size_j / unit) * unit for j < k)``, ``size_j`` being entry j's array's
+  bytes: the column's arrays lie one after another, each padded to a multiple of ``unit``.
+  ``npyoff`` and ``unit`` are multiples of :data:`ALIGNMENT`, ``unit`` at most
+  :data:`MAX_INDEX_UNIT` (64).
+
+A writer writes an INDEX only for a batch whose every entry has an ARRAY for every leaf (and
+the same INDEX in the batch JSON, see "Batch"). ``repair`` keeps a BATCH's INDEX when it checks
+out and leaves it out of a BATCH it rebuilds otherwise; the batches it writes anew have none.
+Everything an INDEX says MUST equal what the batch JSON says (the entries' keys, their ARRAYs'
+dtypes, shapes and offsets); ``verify`` reports any difference. Readers MAY ignore it (the
+batch JSON says everything it says). A reader that uses it MUST check it as it checks ARRAYs
+(offsets aligned and inside the .bin, dtypes, the table's CRC-32 and values) and refuse a
+batch whose INDEX does not check out; gym_recorder's reader uses it, when every batch it needs
+has one and verification is off, to build the step arrays of many episodes at once
+(:func:`gym_recorder.transitions.transitions`), and the batch JSON otherwise.
+
 Arrays (ARRAY)
 ==============
 Every array is a reference into the batch's .bin file::
@@ -209,8 +246,10 @@ Every array is a reference into the batch's .bin file::
   file's size is the manifest's ``bin_size``, which ends exactly at the end of the array that ends
   last (it is not padded to a multiple of 8), and arrays may be empty (``size`` 0) at any aligned
   offset up to the file's end.
-- The bytes between one array's end and the next array's ``npyoff`` (the padding) MUST be zero,
-  and nothing follows the last array. The writer's padding is fewer than 64 bytes, not always
+- The arrays of a .bin are those its batch JSON references and, when its BATCH has an INDEX,
+  the INDEX's table (which this writer writes after every other array). The bytes between one
+  array's end and the next array's ``npyoff`` (the padding) MUST be zero, and nothing follows
+  the last array. The writer's padding is fewer than 64 bytes, not always
   fewer than 8: where an entry's rows of a column are R bytes each, it starts each entry's array
   of that column at a multiple of lcm(R, 8) when that is at most 64 (so 12-byte rows give 12
   bytes of padding after a 132-byte array). A batch that ``repair`` rebuilt under its own names
@@ -379,7 +418,10 @@ JavaScript decoder of the browser viewer, ``gym_recorder/viewer/decode.js``.
 
 Version history
 ===============
-1 (gym_recorder 0.1): first version. Files without ``"format"``/``"version"`` whose prefix starts
+1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional batch INDEX
+(manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
+readers that do not know it ignore the keys, and one that refuses bytes after the last array it
+knows of (which the text above allows) refuses such batches. Files without ``"format"``/``"version"`` whose prefix starts
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
 
@@ -439,6 +481,11 @@ __all__ = [
     "join_dtype",
     "rounding_dtypes",
     "join_arrays",
+    "INDEX_TABLE_WIDTH",
+    "INDEX_FLAGS",
+    "MAX_INDEX_UNIT",
+    "IndexColumn",
+    "parse_batch_index",
 ]
 
 FORMAT_NAME = "gym_recorder"
@@ -465,6 +512,11 @@ MAX_DIM = 1 << 48
 MAX_SPACE_ELEMENTS = 1 << 32
 MANIFEST_SUFFIX = ".manifest.json"
 LEGACY_PREFIX = "openaigym.trace."
+# A batch index's table: episode, part, steps, flags per entry; flags 1 continues, 2 no_reset.
+INDEX_TABLE_WIDTH = 4
+INDEX_FLAGS = 3
+# The largest padding unit of an index column: the writer's lcm(row bytes, 8) when at most 64.
+MAX_INDEX_UNIT = 64
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
@@ -794,3 +846,58 @@ def entry_end(entry: dict[str, Any], where: str) -> str | None:
     if end is not None and end not in ENDS:
         raise FormatError(f"{where}: unknown end {end!r}")
     return None if continues(entry) else end
+
+
+class IndexColumn:
+    """One checked column of a batch INDEX: its dtype, first offset and padding unit."""
+
+    __slots__ = ("dtype", "offset", "unit")
+
+    def __init__(self, dtype: np.dtype, offset: int, unit: int) -> None:
+        self.dtype = dtype
+        self.offset = offset
+        self.unit = unit
+
+
+def parse_batch_index(index: Any, where: str, length: int, bin_size: int,
+                      n_columns: int) -> tuple[int, int, list[IndexColumn]]:
+    """Checks a BATCH's ``"index"`` as far as the manifest shows it (see "Batch index").
+
+    Args:
+        index: the decoded INDEX.
+        where: names the manifest and the batch, for messages.
+        length: the BATCH's ``len``.
+        bin_size: the BATCH's ``bin_size``.
+        n_columns: the columns the writer's spaces have (leaves of both, plus 3).
+
+    Returns:
+        (the table's offset, its CRC-32, the columns).
+
+    Raises:
+        FormatError: naming ``where`` and what is wrong.
+    """
+    if not isinstance(index, dict):
+        raise FormatError(f"{where}: 'index' must be an object")
+    table, crc, columns = index.get("table"), index.get("crc32"), index.get("columns")
+    table_bytes = length * INDEX_TABLE_WIDTH * 8
+    if type(table) is not int or table < 0 or table % ALIGNMENT or table + table_bytes > bin_size:
+        raise FormatError(f"{where}: index table at {table!r} ({table_bytes} bytes) is not an "
+                          f"offset aligned to {ALIGNMENT} inside the .bin ({bin_size} bytes)")
+    crc = _check_int(crc, where, "the index's crc32", 0, 0xFFFFFFFF)
+    if not isinstance(columns, list) or len(columns) != n_columns:
+        got = len(columns) if isinstance(columns, list) else type(columns).__name__
+        raise FormatError(f"{where}: the index must have {n_columns} columns (the spaces' "
+                          f"leaves, rewards, terminations, truncations), got {got}")
+    out = []
+    for k, col in enumerate(columns):
+        here = f"{where} index column {k}"
+        if not isinstance(col, list) or len(col) != 3:
+            raise FormatError(f"{here}: must be [dtype, npyoff, unit]")
+        dtype = parse_dtype(col[0], here)
+        offset = _check_int(col[1], here, "npyoff", 0, bin_size)
+        unit = _check_int(col[2], here, "unit", ALIGNMENT, MAX_INDEX_UNIT)
+        if offset % ALIGNMENT or unit % ALIGNMENT:
+            raise FormatError(f"{here}: npyoff {offset} and unit {unit} must be multiples of "
+                              f"{ALIGNMENT}")
+        out.append(IndexColumn(dtype, offset, unit))
+    return table, crc, out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import gymnasium as gym
@@ -38,6 +38,7 @@ from .legacy import legacy_episode
 from .manifest import Manifest, load_manifests
 from .rows import EpisodeRows, episode_rows
 from .spaces import build_space
+from .stepindex import FIELDS as STACKED_FIELDS, Stacked, read_stacked
 from .storage import Storage, located, naming_urls, open_storage
 
 __all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
@@ -263,6 +264,15 @@ class RecordingReader:
                 index += 1
 
     @_naming_urls
+    def _stacked(self, indices: Sequence[int],
+                 fields: Sequence[str] = STACKED_FIELDS) -> Stacked | None:
+        """The stacked step columns of episodes (normalised indices, in that order) read
+        through the batches' indexes, or None where the batch JSON must be read (see
+        :mod:`gym_recorder.stepindex`); for :func:`gym_recorder.transitions.transitions`."""
+        self._check_open()
+        return read_stacked(self._decoder, self._manifests, self._starts, indices, fields)
+
+    @_naming_urls
     def column(self, name: str = "observations", episodes: Iterable[int] | None = None) -> Any:
         """One field of many episodes as one array: every episode's rows in turn.
 
@@ -295,6 +305,11 @@ class RecordingReader:
                                              else episodes)]
         if not located:
             raise EmptySelectionError(f"no episodes selected in {self.directory}")
+        # Through the batches' indexes when they have them (no JSON parsed).
+        stacked = read_stacked(self._decoder, self._manifests, self._starts,
+                               [index for index, _, _ in located], [name])
+        if stacked is not None:
+            return getattr(stacked, name)
         dec = self._decoder
         return read_column(dec, self.directory, name, located,
                            lambda m, number: None if m.legacy else self._fast_part(dec, m, number),

@@ -30,7 +30,8 @@ from .outside import join_leaf
 from .reader import RecordingReader
 from .selection import episode_indices, selection_source
 
-__all__ = ["Transitions", "transitions", "tree_map", "tree_leaves", "gather", "concat"]
+__all__ = ["Transitions", "transitions", "tree_map", "tree_leaves", "take_rows", "gather",
+           "concat"]
 
 
 def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
@@ -63,9 +64,22 @@ def _structure(tree: Any) -> Any:
     return None
 
 
+def take_rows(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``arr[rows]`` for an array of rows: each row taken as one opaque item when the rows are
+    contiguous bytes (numpy's fancy indexing otherwise copies a (n, 4) float32 array element
+    by element: about 8 times slower)."""
+    row_bytes = arr.strides[0] if arr.ndim > 1 and arr.size else 0
+    if not row_bytes or not arr.flags.c_contiguous or arr.dtype.hasobject:
+        out: np.ndarray = arr[rows]
+        return out
+    items = arr.reshape(len(arr), -1).view(np.dtype((np.void, row_bytes))).reshape(len(arr))
+    taken: np.ndarray = items[rows].view(arr.dtype).reshape(-1, *arr.shape[1:])
+    return taken
+
+
 def gather(tree: Any, rows: np.ndarray) -> Any:
     """Rows ``rows`` of every leaf (fancy indexing for arrays, a list for lists of values)."""
-    return tree_map(lambda leaf: leaf[rows] if isinstance(leaf, np.ndarray)
+    return tree_map(lambda leaf: take_rows(leaf, rows) if isinstance(leaf, np.ndarray)
                     else [leaf[int(r)] for r in rows], tree)
 
 
@@ -207,18 +221,27 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) 
     """
     indices = episode_indices(reader, episodes)
     selection_source(reader, indices)  # one set of spaces (else UnsupportedSpaceError), or empty
-    obs_parts, act_parts, rew, term, trunc, lengths = [], [], [], [], [], []
-    for _, obs, act, r, te, tr in _episode_columns(reader, indices):
-        obs_parts.append(obs)
-        act_parts.append(act)
-        rew.append(r)
-        term.append(te)
-        trunc.append(tr)
-        lengths.append(len(r))
-    where = f"{reader.directory}"
-    observations = concat(obs_parts, f"{where} observations")
-    actions = concat(act_parts, f"{where} actions")
-    lengths_a = np.asarray(lengths, dtype=np.int64)
+    # Through the batches' indexes when they have them (no JSON parsed), else batch by batch.
+    stacked = reader._stacked(indices) if isinstance(reader, RecordingReader) else None
+    if stacked is not None:
+        observations, actions = stacked.observations, stacked.actions
+        reward, terminated, truncated = stacked.step_columns()
+        lengths_a = stacked.lengths
+    else:
+        obs_parts, act_parts, rew, term, trunc, lengths = [], [], [], [], [], []
+        for _, obs, act, r, te, tr in _episode_columns(reader, indices):
+            obs_parts.append(obs)
+            act_parts.append(act)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+            lengths.append(len(r))
+        where = f"{reader.directory}"
+        observations = concat(obs_parts, f"{where} observations")
+        actions = concat(act_parts, f"{where} actions")
+        reward, terminated, truncated = (_cat(rew, np.float64), _cat(term, np.bool_),
+                                         _cat(trunc, np.bool_))
+        lengths_a = np.asarray(lengths, dtype=np.int64)
     starts = np.zeros(len(indices) + 1, dtype=np.int64)
     np.cumsum(lengths_a, out=starts[1:])
     total = int(starts[-1])
@@ -231,8 +254,8 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) 
         obs_v, next_v = gather(observations, rows), gather(observations, rows + 1)
     episodes_a = np.asarray(indices, dtype=np.int64)
     return Transitions(obs=obs_v, next_obs=next_v, action=actions,
-                       reward=_cat(rew, np.float64), terminated=_cat(term, np.bool_),
-                       truncated=_cat(trunc, np.bool_), episode=episodes_a[ep_ord], step=step,
+                       reward=reward, terminated=terminated,
+                       truncated=truncated, episode=episodes_a[ep_ord], step=step,
                        observations=observations, episodes=episodes_a, starts=starts)
 
 

@@ -328,7 +328,8 @@ class BatchWriter:
             "first": first, "len": encoded.entries, "fn": json_name, "bin": bin_name,
             "json_size": len(doc), "bin_size": bin_size, "json_crc32": fileio.crc32(doc),
             "steps": batch.steps,
-            "episodes": batch.new_episodes})
+            "episodes": batch.new_episodes,
+            **({} if encoded.index is None else {"index": encoded.index})})
         self._uncommitted += 1
         self._error_path = ""
         if self._on_batch_written is not None:

@@ -257,3 +257,12 @@ class MissionLike(gym.spaces.Space):
 
     def contains(self, x):
         return isinstance(x, str)
+
+
+def index_span(binfo: dict) -> tuple[int, int] | None:
+    """The bytes of a manifest BATCH's index table in its .bin ("Batch index" in the format):
+    an array of the .bin the batch JSON does not reference; None when the BATCH has no index."""
+    index = binfo.get("index")
+    if index is None:
+        return None
+    return index["table"], index["table"] + 32 * binfo["len"]

@@ -74,6 +74,7 @@ def test_training_benchmark_runs_and_prints_its_figures():
         timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("np.fromfile of the .bin files", "transitions(reader), 3,000 steps:",
-                  "ratio ", "TransitionDataset, 200 shuffled items: first pass",
+                  "ratio ", "  the same through the batch JSON:",
+                  "  copying the ", "TransitionDataset, 200 shuffled items: first pass",
                   "TransitionDataset of 1 x 1,000 steps of 84x84x3, 200 shuffled items"):
         assert sum(ln.startswith(label) for ln in proc.stdout.splitlines()) == 1, proc.stdout

@@ -16,6 +16,7 @@ import pytest
 
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
 from gym_recorder.errors import StorageError
+from gym_recorder.transitions import transitions
 from needs import need_module
 from services import free_port
 
@@ -339,10 +340,23 @@ def test_a_malformed_remote_file_is_named_by_its_url(s3, tmp_path):
     fs.pipe_file(url, (d / json_name).read_bytes() + b" ")
     with RecordingReader(s3.url("bad"), storage_options=s3.options) as reader:
         for read in (lambda: reader[0], lambda: list(reader), lambda: reader.summary(1),
-                     lambda: reader.column("actions"), lambda: reader.episode_rows(0),
+                     lambda: reader.episode_rows(0),
                      lambda: [reader.read_batch(b) for b in reader.batches()]):
             with pytest.raises(FormatError, match=rf"^{url}: file has \d+ bytes, the manifest "
                                                   r"says \d+$"):
+                read()
+        # (column and transitions read the arrays through the batch index, not the JSON)
+        assert len(reader.column("actions")) == len(transitions(reader))
+    # The .bin changed: every way of reading names it, the batch index's way too.
+    fs.pipe_file(url, (d / json_name).read_bytes())
+    bin_url = url[:-len(".json")] + ".bin"
+    fs.pipe_file(bin_url, (d / json_name.replace(".json", ".bin")).read_bytes() + b" ")
+    with RecordingReader(s3.url("bad"), storage_options=s3.options) as reader:
+        for read in (lambda: reader[0], lambda: list(reader), lambda: reader.column("actions"),
+                     lambda: transitions(reader), lambda: reader.episode_rows(0).rows(
+                         "actions", 0, 1)):
+            with pytest.raises(FormatError, match=rf"^{bin_url}: file has \d+ bytes, the "
+                                                  r"manifest says \d+$"):
                 read()
     # A reference outside its .bin, the batch JSON and its manifest entry made to agree.
     local = tmp_path / "local"

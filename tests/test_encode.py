@@ -3,6 +3,7 @@ then read back through the reader's decode path (gym_recorder.decode), on real e
 
 import io
 import json
+import zlib
 
 import gymnasium as gym
 import numpy as np
@@ -86,6 +87,22 @@ def test_a_batch_round_trips_through_decode(tmp_path, env_id, steps, kwargs):
             assert g.dtype == e.dtype and g.shape == e.shape
             assert g.tobytes() == np.ascontiguousarray(e).tobytes()
             used[r["npyoff"]:r["npyoff"] + r["size"]] = True
+    # The batch index: one column per leaf and step column, each entry's array where the
+    # rule puts it; its table (episode, part, steps, flags a row) is the last array.
+    index = encoded.index
+    assert index is not None and len(index["columns"]) == len(refs)
+    offsets = [at for _, at, _ in index["columns"]]
+    for entry in doc["episodes"]:
+        refs = leaves(entry["observations"]) + leaves(entry["actions"]) + [
+            entry["rewards"], entry["terminations"], entry["truncations"]]
+        for c, (r, (dtype, _, unit)) in enumerate(zip(refs, index["columns"])):
+            assert (r["dtype"], r["npyoff"]) == (dtype, offsets[c])
+            offsets[c] += -(-r["size"] // unit) * unit
+    table = np.array([(seg.episode, seg.part, seg.step1 - seg.step0,
+                       (seg.end is None) + 2 * seg.no_reset) for seg in batch.segments], "<i8")
+    assert blob[index["table"]:] == table.tobytes()
+    assert index["crc32"] == zlib.crc32(table.tobytes())
+    used[index["table"]:] = True
     assert not np.frombuffer(blob, np.uint8)[~used].any()  # the rest is zero padding
 
 

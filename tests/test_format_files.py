@@ -13,7 +13,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import ROOT, TruthCollector, assert_recording_matches, assert_same
+from conftest import ROOT, TruthCollector, assert_recording_matches, assert_same, index_span
 from gymnasium import spaces
 
 from gym_recorder import RecordingReader, RecordingWrapper
@@ -69,9 +69,16 @@ def check_batch_files(directory: Path) -> list[tuple[dict, dict]]:
                 span = slice(ref["npyoff"], ref["npyoff"] + ref["size"])
                 assert not used[span].any(), f"{where} overlaps another array"
                 used[span] = True
+            # The batch index's table (see test_stepindex for what it says) is an array too.
+            table = index_span(b)
+            if table is not None:
+                assert zlib.crc32(blob[table[0]:table[1]]) == b["index"]["crc32"]
+                assert not used[table[0]:table[1]].any()
+                used[table[0]:table[1]] = True
             # Arrays follow each other in file order, each at the next multiple of 8: the bytes
             # between them are alignment padding (fewer than 8), all zero, and nothing trails.
-            spans = sorted((r["npyoff"], r["npyoff"] + r["size"]) for _, r in find_refs(doc))
+            spans = sorted([(r["npyoff"], r["npyoff"] + r["size"]) for _, r in find_refs(doc)]
+                           + ([] if table is None else [table]))
             end = 0
             for start, stop in spans:
                 assert start == end + (-end % 8) or start == stop == end, (start, end)
@@ -176,7 +183,9 @@ def test_tiny_recording_exact_bytes(tmp_path):
     [(b, doc)] = check_batch_files(tmp_path)
     entry = doc["episodes"][0]
     pieces = [np.stack([obs0, obs1, obs2]), np.array([1, 0], np.int64),
-              np.array([1.0, 1.0]), np.array([False, True]), np.array([False, False])]
+              np.array([1.0, 1.0]), np.array([False, True]), np.array([False, False]),
+              # the batch index's table: episode 0, part 0, 2 steps, no flags
+              np.array([[0, 0, 2, 0]], "<i8")]
     expected = b""
     for arr in pieces:
         expected += bytes(-len(expected) % 8) + arr.tobytes()
@@ -185,6 +194,9 @@ def test_tiny_recording_exact_bytes(tmp_path):
                                          "truncations")] == [0, 16, 32, 48, 56]
     assert entry["infos"] == {"rows": 3, "keys": []}
     assert entry["end"] == "terminated" and entry["seed"] == 0 and entry["steps"] == 2
+    assert b["index"] == {"table": 64, "crc32": zlib.crc32(pieces[-1].tobytes()),
+                          "columns": [["|u1", 0, 24], ["<i8", 16, 8], ["<f8", 32, 8],
+                                      ["|b1", 48, 8], ["|b1", 56, 8]]}
 
 
 class BlobInfoEnv(gym.Env):

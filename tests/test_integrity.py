@@ -233,7 +233,7 @@ def test_cli_verify_and_repair(tmp_path, capsys):
     record(tmp_path)
     victim = files(tmp_path, ".bin")[0]
     data = bytearray((tmp_path / victim).read_bytes())
-    data[-1] ^= 1
+    data[0] ^= 1  # (the first array's first byte)
     (tmp_path / victim).write_bytes(bytes(data))
     try:
         status = cli.main(["verify", str(tmp_path)])

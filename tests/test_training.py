@@ -182,22 +182,38 @@ def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_pat
     # tiny batches: every episode is split into parts over several batch files
     truth = record(tmp_path, "sample_envs/Image-v0", 4, seed=9, target_batch_bytes=3000,
                    env_kwargs={"height": 6, "width": 5, "episode_length": 23})
-    with RecordingReader(tmp_path) as reader:
-        batches = reader.batches()
-        assert sum(2 in b.episodes for b in batches) >= 2  # episode 2 is in several parts
-        read = []
-        original = RecordingReader.read_batch
-        monkeypatch.setattr(RecordingReader, "read_batch",
-                            lambda self, info: read.append(info) or original(self, info))
-        t = transitions(reader, [2, 1])
-    assert read == [b for b in batches if {1, 2} & set(b.episodes)]
-    assert len(read) < len(batches)  # batches of episodes 0 and 3 only were not decoded
-    obs, nxt, act = expected_transitions(truth, [2, 1])
-    assert_tree(t.obs, obs, "obs")
-    assert_tree(t.next_obs, nxt, "next_obs")
-    assert_tree(t.action, act, "action")
-    assert_tree(t.reward, np.concatenate([truth[2]["rew"], truth[1]["rew"]]), "reward")
-    assert t.step.tolist() == list(range(23)) * 2
+    import gym_recorder.reader as reader_module
+    from gym_recorder.storage import LocalStorage
+
+    read, files = [], set()
+    original = RecordingReader.read_batch
+    monkeypatch.setattr(RecordingReader, "read_batch",
+                        lambda self, info: read.append(info) or original(self, info))
+    readinto = LocalStorage.readinto
+    monkeypatch.setattr(LocalStorage, "readinto", lambda self, name, offset, out: (
+        files.add(name), readinto(self, name, offset, out))[1])
+    # Through the batches' index (no batch JSON parsed), then through the batch JSON.
+    for path in ("index", "json"):
+        if path == "json":
+            monkeypatch.setattr(reader_module, "read_stacked", lambda *a, **k: None)
+        read.clear()
+        files.clear()
+        with RecordingReader(tmp_path) as reader:
+            batches = reader.batches()
+            assert sum(2 in b.episodes for b in batches) >= 2  # episode 2 is in several parts
+            t = transitions(reader, [2, 1])
+        theirs = [b for b in batches if {1, 2} & set(b.episodes)]
+        assert len(theirs) < len(batches)
+        if path == "index":
+            assert read == [] and files == {b.bin_name for b in theirs}, path
+        else:  # batches of episodes 0 and 3 only were not decoded
+            assert read == theirs, path
+        obs, nxt, act = expected_transitions(truth, [2, 1])
+        assert_tree(t.obs, obs, "obs")
+        assert_tree(t.next_obs, nxt, "next_obs")
+        assert_tree(t.action, act, "action")
+        assert_tree(t.reward, np.concatenate([truth[2]["rew"], truth[1]["rew"]]), "reward")
+        assert t.step.tolist() == list(range(23)) * 2
 
 
 def test_bad_requests_are_named_errors(cartpole, tmp_path):

@@ -12,6 +12,8 @@ import sample_envs  # noqa: F401
 from gym_recorder import RecorderError, RecordingReader, RecordingWrapper
 from gym_recorder.encode import BatchEncoder
 
+from conftest import index_span
+
 
 def _record(directory, steps, **env_kwargs):
     env = gym.make("sample_envs/FixedLength-v0", **env_kwargs)
@@ -56,6 +58,9 @@ def test_odd_row_sizes_round_trip_and_stay_aligned(tmp_path, shape, dtype):
                                   count=math.prod(ref["shape"]), offset=ref["npyoff"])
                 assert arr.nbytes == ref["size"]
                 used[ref["npyoff"]:ref["npyoff"] + ref["size"]] = True
+        start, stop = index_span(b)  # the batch index's table, the last array
+        assert start % 8 == 0 and stop == len(blob)
+        used[start:stop] = True
         # Everything not referenced is zero padding.
         assert not np.frombuffer(blob, np.uint8)[~used].any()
         assert len(blob) == 0 or used[-1]  # no padding after the last array
