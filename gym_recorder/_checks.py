@@ -5,6 +5,7 @@ Shared by :func:`gym_recorder.integrity.verify` and :func:`gym_recorder.integrit
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
@@ -14,7 +15,7 @@ from .fileio import open_regular, read_json_file
 from .format import (FORMAT_NAME, FORMAT_VERSION, INDEX_TABLE_WIDTH, MAX_NESTING, batch_stem,
                      parse_batch_index, parse_ref)
 
-__all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE"]
+__all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE", "ACCESS_ERRNOS", "access_cause"]
 
 # Bytes read at a time when checksumming an array, so that a huge array needs no huge buffer.
 CRC_CHUNK_BYTES = 1 << 24
@@ -24,6 +25,18 @@ CRC_CHUNK_BYTES = 1 << 24
 MAX_WALK_DEPTH = 4 * MAX_NESTING
 # Problems reported per batch file at most (a batch whose .bin is gone would else list every array).
 MAX_PROBLEMS_PER_FILE = 20
+# Why a file may fail to open that says nothing about the file itself (it is there, it may be
+# intact): a permission, the process's or the system's file-descriptor limit, memory.
+ACCESS_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
+def access_cause(e: BaseException) -> OSError | None:
+    """The OS error behind a :class:`FormatError` when it is one of :data:`ACCESS_ERRNOS`: the
+    file could not be opened, which does not make it damaged."""
+    cause = e.__cause__
+    if isinstance(cause, OSError) and cause.errno in ACCESS_ERRNOS:
+        return cause
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,6 +92,9 @@ class _BatchCheck:
         self.doc: dict[str, Any] | None = None
         self.fatal = False
         self.bad: dict[int, str] = {}
+        # (file name, the OS error) when a file could not be opened for a reason of
+        # ACCESS_ERRNOS: the batch is then unchecked, not damaged.
+        self.unreadable: tuple[str, OSError] | None = None
 
     def add(self, name: str, message: str, entry: int | None = None) -> None:
         if entry is None:
@@ -120,6 +136,8 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
                                    listed.get("json_size") if listed is not None else None)
     except FormatError as e:
         check.add(json_name, str(e).removeprefix(f"{json_name}: "))
+        cause = access_cause(e)
+        check.unreadable = (json_name, cause) if cause is not None else None
         return check
     if listed is not None and fileio.crc32(data) != listed.get("json_crc32"):
         check.add(json_name, "CRC-32 of the file does not match the manifest")
@@ -171,6 +189,8 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         fd = open_regular(bin_path, bin_name)
     except FormatError as e:
         check.add(bin_name, str(e).removeprefix(f"{bin_name}: "))
+        cause = access_cause(e)
+        check.unreadable = (bin_name, cause) if cause is not None else None
         return check
     try:
         bin_size = os.fstat(fd).st_size

@@ -10,11 +10,11 @@ import os
 import re
 from typing import Any
 
-from ._checks import _BatchCheck, _check_batch
+from ._checks import _BatchCheck, _check_batch, access_cause
 from ._salvage import salvage_runs, write_batch
-from .errors import FormatError, RecorderError
+from .errors import FormatError, RecorderError, RepairError
 from .format import BATCH_NAME_RE as _BATCH_NAME_RE
-from .fileio import atomic_write, dumps, read_json_file
+from .fileio import atomic_write, dumps, open_regular, read_json_file
 from .format import FORMAT_NAME, FORMAT_VERSION, MANIFEST_SUFFIX, batch_stem, manifest_name
 
 __all__ = ["repair", "REPAIR_FOLDER_PREFIX"]
@@ -95,14 +95,51 @@ def repair(directory: str | os.PathLike[str]) -> list[str]:
 
     Raises:
         FileNotFoundError: if the directory does not exist.
-        OSError: if a file cannot be moved or the manifest cannot be written.
+        RepairError: (an ``OSError``) if a manifest or batch file cannot be opened (a
+            permission, the file-descriptor limit): nothing is changed, since such a file may
+            well be intact; or if the directory cannot be changed (read-only, full): the
+            recording stays readable, and running repair again once that is fixed finishes.
     """
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"no recording directory {directory!r}")
+    files = sorted(e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False))
+    _check_readable(directory, files)
+    try:
+        return _repair(directory, files)
+    except RecorderError:
+        raise
+    except OSError as e:
+        # (A temporary file or folder that could not be made is not there: name the directory.)
+        there = isinstance(e.filename, str) and os.path.lexists(e.filename)
+        what = e.filename if there else f"writing into {directory}"
+        raise RepairError(f"{directory}: repair stopped, {what}: {e.strerror or e}; the "
+                          f"recording stays readable: run repair again once that is fixed") from e
+
+
+def _check_readable(directory: str, files: list[str]) -> None:
+    """Opens every manifest and batch file once, before anything is changed: one that cannot be
+    opened for a reason of :data:`~gym_recorder._checks.ACCESS_ERRNOS` is not damaged, and must
+    not be moved aside as if it were (nor its writer's manifest rebuilt without it)."""
+    for name in files:
+        if not (name.endswith(MANIFEST_SUFFIX) or _BATCH_NAME_RE.fullmatch(name)):
+            continue
+        try:
+            os.close(open_regular(os.path.join(directory, name), name))
+        except FormatError as e:
+            cause = access_cause(e)
+            if cause is not None:
+                raise _unreadable(directory, name, cause) from e
+
+
+def _unreadable(directory: str, name: str, cause: OSError) -> RepairError:
+    return RepairError(f"{os.path.join(directory, name)}: cannot read ({cause.strerror}); "
+                       "repair changed nothing: make the file readable and run it again")
+
+
+def _repair(directory: str, files: list[str]) -> list[str]:
     mover = _Mover(directory)
     actions: list[str] = []
-    files = sorted(e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False))
     temps = [n for n in files if _TEMP_NAME_RE.fullmatch(n)]
     if temps:
         where = mover.move(temps)
@@ -169,6 +206,9 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
             _, old = read_json_file(manifest_path, manifest)
             old_problem = ""
         except FormatError as e:
+            cause = access_cause(e)
+            if cause is not None:
+                raise _unreadable(directory, manifest, cause) from e
             old_problem = str(e).removeprefix(f"{manifest}: ")
     if isinstance(old, dict) and "format" not in old and "version" not in old:
         return []  # an OpenAI gym-recording writer: not ours to rewrite
@@ -200,6 +240,8 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
         else:
             entry = listed.get(stem + ".json")
             check = _check_batch(directory, prefix, first, stem + ".json", entry)
+            if check.unreadable is not None:  # (opened by _check_readable moments ago)
+                raise _unreadable(directory, *check.unreadable)
             if not check.ok and entry is not None:
                 # The manifest's entry may be what is wrong (a count edited, say): a batch whose
                 # JSON is byte for byte the one the entry committed (size and CRC-32) and that

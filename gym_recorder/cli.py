@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from typing import Any
 from ._version import __version__
 from .cli_inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
                           cmd_verify, cmd_view)
-from .cli_output import EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
+from .cli_output import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
 from .cli_record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
 from .errors import CommandError, RecorderError
 from .export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
@@ -341,6 +342,30 @@ def _one_line(e: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``gym-recorder info | head``)."""
+    if not hasattr(select, "poll"):  # (not on Windows, where a broken pipe is stdout's anyway)
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _stop_writing_stdout() -> int:
+    """Points standard output at the null device, so that the flush at exit cannot fail again
+    (Python would print "Exception ignored ... BrokenPipeError"), and gives the exit status."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line.
 
@@ -348,7 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments (default ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 success, 1 error or failed check, 130 interrupted.
+        The exit status: 0 success, 1 error or failed check, 130 interrupted, 141 standard
+        output closed by its reader (``info | head``).
     """
     args = build_parser().parse_args(argv)
     name = f"{PROG} {args.command}"
@@ -361,6 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (RecorderError, OSError, ValueError, TypeError, IndexError, ImportError) as e:
+        if isinstance(e, BrokenPipeError) and _stdout_closed():
+            return _stop_writing_stdout()  # what was read of the output is all that was wanted
         if args.traceback:
             raise
         print(f"{name}: error: {_one_line(e)}", file=sys.stderr)

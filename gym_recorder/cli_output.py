@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["PROG", "EXIT_OK", "EXIT_FAILURE", "EXIT_INTERRUPTED", "MB", "say", "count",
-           "number"]
+__all__ = ["PROG", "EXIT_OK", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "MB", "say",
+           "count", "number"]
 
 PROG = "gym-recorder"
 # Exit statuses (sysexits-like conventions of Python CLIs; 130 = 128 + SIGINT as shells report).
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130
+# Output piped into a reader that stopped reading (``info | head``): 128 + SIGPIPE, the status a
+# shell reports for a tool the signal ends (``yes | head`` under ``set -o pipefail``).
+EXIT_BROKEN_PIPE = 141
 # Megabytes in messages are decimal, as the --target-batch-bytes help says ("5 MB").
 MB = 1_000_000
 

@@ -85,26 +85,36 @@ class _CheckedPolicy:
 
 
 class _StopOnInterrupt:
-    """Turns the first Ctrl-C into a flag the recording loop polls; a second one interrupts."""
+    """Turns the first Ctrl-C (SIGINT) or SIGTERM into a flag the recording loop polls, so that
+    the recorder is closed and keeps every step; a second one acts as it would have.
+
+    SIGTERM is what ``kill``, ``timeout``, ``docker stop``, systemd and batch schedulers send;
+    left to its default it ended the process as a crash does, losing the steps not yet committed.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: Any = None
+        self.signum: int | None = None  # the signal that stopped the recording
+        self._previous: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
         self.requested = True
-        signal.signal(signal.SIGINT, self._previous)
+        self.signum = self.signum or signum
+        signal.signal(signum, self._previous[signum])
 
     def __enter__(self) -> _StopOnInterrupt:
-        try:
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread: Ctrl-C raises KeyboardInterrupt as usual
-            self._previous = None
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handler)
+            except ValueError:  # not the main thread: the signals act as usual
+                break
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 class _Progress:
@@ -215,6 +225,9 @@ def cmd_record(args: argparse.Namespace) -> int:
             f"{count(status.steps, 'step')} of {args.env_id} "
             f"into {args.directory} (seed {seed}, {size:,} bytes, writer {status.prefix})")
     if status.interrupted:
+        if stop.signum == signal.SIGTERM:
+            print(f"{PROG} record: terminated (SIGTERM); kept {what}", file=sys.stderr)
+            return 128 + signal.SIGTERM
         print(f"{PROG} record: interrupted; kept {what}", file=sys.stderr)
         return EXIT_INTERRUPTED
     say(args, f"recorded {what}")

@@ -18,6 +18,7 @@ __all__ = [
     "OutputExistsError",
     "UnsupportedSpaceError",
     "CommandError",
+    "RepairError",
     "DatasetError",
     "DatasetNotFoundError",
 ]
@@ -75,6 +76,12 @@ def install_hint(extra: str) -> str:
     """
     return (f'python -m pip install ".[{extra}]" in the gym_recorder checkout '
             f"(gymnasium-recorder[{extra}] once it is published)")
+
+
+class RepairError(RecorderError, OSError):
+    """``repair`` cannot read a file of the recording, or cannot change the directory (a
+    permission, a file-descriptor limit, a full disk); the message names the file, the cause and
+    whether anything was changed. The recording stays readable either way."""
 
 
 class StorageError(RecorderError, OSError):
