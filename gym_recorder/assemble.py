@@ -27,7 +27,7 @@ from .spaces import ArrayLeaf, Layout
 
 __all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode",
            "summarize", "read_column", "stacked_column", "COLUMN_KINDS", "checked_refs",
-           "read_rows", "allocate", "checked_parts", "PARALLEL_READ_BYTES", "READ_THREADS"]
+           "read_rows", "allocate", "checked_parts", "PARALLEL_READ_BYTES", "READ_THREADS", "join_rows"]
 
 # An episode of several parts with at least this many bytes of stacked arrays is read by
 # READ_THREADS threads, part by part (page faults and copies of the fresh arrays then overlap:
@@ -200,7 +200,7 @@ def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Ma
         flatten: Callable[[Any], list[Any]] = (_one_leaf if layout is None
                                                else layout.flattener())
         values = [flatten(getattr(episode(index), name)) for index, _, _ in located]
-        leaves = [_join(where, name, [v[k] for v in values]) for k in range(count)]
+        leaves = [join_rows(where, name, [v[k] for v in values]) for k in range(count)]
     return leaves[0] if layout is None else tree(layout, leaves)
 
 
@@ -208,9 +208,13 @@ def _one_leaf(value: Any) -> list[Any]:
     return [value]
 
 
-def _join(where: str, name: str, columns: list[Any]) -> Any:
+def join_rows(where: str, name: str, columns: list[Any]) -> Any:
     """join_leaf, refusing by name arrays whose rows do not stack (gym-recording writers
-    declare no space: their episodes may hold anything)."""
+    declare no space: their episodes may hold anything).
+
+    Raises:
+        UnsupportedSpaceError: naming ``where`` and ``name``, for rows that do not stack.
+    """
     for c in columns:
         if not isinstance(c, (np.ndarray, list)) or (isinstance(c, np.ndarray) and c.ndim == 0):
             raise UnsupportedSpaceError(f"{where}: an episode holds {name} that are not rows "

@@ -290,15 +290,22 @@ def _offsets(batch: _Batch) -> list[np.ndarray]:
     obs_rows = batch.steps + (batch.part == 0)
     out = []
     size_limit = batch.binfo["bin_size"]
+    beyond = FormatError(f"{batch.where}: index column {{}} places arrays beyond the end of "
+                         f"{batch.binfo['bin']} ({size_limit} bytes)")
     for c, col in enumerate(batch.columns):
         rows = obs_rows if c < n_obs else batch.steps
         row_bytes = col.dtype.itemsize * prod(shapes[c])
+        # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or
+        # their sum, must not wrap around int64 into a size that looks small.)
+        most = int(rows.max()) if len(rows) else 0
+        if most * row_bytes > size_limit or \
+                float(rows.sum(dtype=np.float64)) * row_bytes > size_limit:
+            raise FormatError(str(beyond).format(c))
         sizes = rows * row_bytes
         padded = -(-sizes // col.unit) * col.unit
         offs = col.offset + _exclusive_cumsum(padded)
         if len(offs) and int((offs + sizes).max()) > size_limit:
-            raise FormatError(f"{batch.where}: index column {c} places arrays beyond the end "
-                              f"of {batch.binfo['bin']} ({size_limit} bytes)")
+            raise FormatError(str(beyond).format(c))
         out.append(offs)
     return out
 

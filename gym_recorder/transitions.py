@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .assemble import join_rows
 from .errors import EmptySelectionError, UnsupportedSpaceError
-from .outside import join_leaf
 from .reader import RecordingReader
 from .selection import episode_indices, selection_source
 
@@ -96,8 +96,9 @@ def concat(trees: Sequence[Any], where: str) -> Any:
 
     def cat(*leaves: Any) -> Any:
         # (a leaf widened in some batches, see the format's "Trees": kept exactly, as rows
-        # when no one dtype holds every value)
-        return join_leaf(where, list(leaves))
+        # when no one dtype holds every value; rows of other shapes, which gym-recording
+        # episodes may hold, refused by name)
+        return join_rows(where, "rows", list(leaves))
 
     return tree_map(cat, trees[0], *trees[1:])
 

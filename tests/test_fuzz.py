@@ -37,6 +37,8 @@ if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder
 
 import sample_envs  # noqa: E402,F401  (registers the sample env ids)
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper  # noqa: E402
+from gym_recorder.errors import UnsupportedSpaceError  # noqa: E402
+from gym_recorder.transitions import transitions  # noqa: E402
 
 # Examples per test: together the file runs in about 10-20 s on 2 cores.
 EXAMPLES = 300
@@ -206,6 +208,14 @@ def _read_all(d: Path, verify: bool) -> list:
             out.append((ep.observations, ep.actions, ep.rewards, ep.infos, ep.end))
             for leaf in (ep.rewards, ep.terminations, ep.truncations):
                 leaf.tolist()  # touch the memory, as a user would
+        if len(reader) and not verify:
+            # The step columns of every episode at once: through the batch index when the
+            # recording has one (its keys and table are fuzzed too), else the batch JSON.
+            try:
+                t = transitions(reader)
+                out.append((t.obs, t.action, t.reward.tolist(), reader.column("observations")))
+            except UnsupportedSpaceError:
+                pass  # (a mutated recording whose episodes no longer share one space)
         return out
 
 

@@ -201,3 +201,20 @@ def test_legacy_observations_that_are_not_rows_refuse_a_column_by_name(tmp_path,
         assert np.asarray(reader[0].observations).shape == ()
         with pytest.raises(UnsupportedSpaceError, match="observations that are not rows"):
             reader.column("observations")
+
+
+def test_transitions_of_legacy_episodes_of_different_shapes_are_refused_by_name(tmp_path):
+    """gym-recording writers declare no space: two writers' episodes (CartPole-like rows of 4,
+    image frames) do not stack. transitions() said so with numpy's bare ValueError; now it
+    names the rows, as reader.column() does, and each writer's episodes still give theirs."""
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.transitions import transitions
+
+    episodes = make_legacy(tmp_path)
+    with RecordingReader(tmp_path) as reader:
+        with pytest.raises(UnsupportedSpaceError, match="rows of different shapes"):
+            transitions(reader)
+        t = transitions(reader, [0, 1, 3])  # the first writer's (reset-only episode 2 aside)
+    expected = [expected_obs(episodes[i]) for i in (0, 1, 3)]
+    np.testing.assert_array_equal(t.obs, np.concatenate([o[:-1] for o in expected]))
+    np.testing.assert_array_equal(t.next_obs, np.concatenate([o[1:] for o in expected]))

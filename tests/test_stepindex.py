@@ -277,6 +277,19 @@ def _consistent_wrong_steps(b, d):
     b["index"]["crc32"] = zlib.crc32(table.tobytes())
 
 
+def _huge_steps(b, d):
+    """Rows that, times a row's bytes, wrap around int64 (table, CRC and counts agree)."""
+    path = d / b["bin"]
+    data = bytearray(path.read_bytes())
+    at = b["index"]["table"]
+    table = np.frombuffer(bytes(data[at:at + 32 * b["len"]]), "<i8").reshape(-1, 4).copy()
+    table[0, 2] = 1 << 60
+    data[at:at + table.nbytes] = table.tobytes()
+    path.write_bytes(bytes(data))
+    b["index"]["crc32"] = zlib.crc32(table.tobytes())
+    b["steps"] = int(table[:, 2].sum())
+
+
 HOSTILE = {
     "not an object": (lambda b, d: b.update(index=[1, 2]), "'index' must be an object"),
     "table unaligned": (lambda b, d: b["index"].update(table=b["index"]["table"] + 4),
@@ -285,6 +298,8 @@ HOSTILE = {
                            "index table at"),
     "table CRC": (_flip_table_byte, "CRC-32 of the index table"),
     "counts": (_consistent_wrong_steps, "the index table counts"),
+    "steps wrapping int64": (_huge_steps, "places arrays beyond the end",
+                             "the manifest says 1152921504606846"),
     "a column too many": (lambda b, d: b["index"]["columns"].append(["<f8", 0, 8]),
                           "must have 5 columns"),
     "unit": (lambda b, d: b["index"]["columns"][0].__setitem__(2, 12), "must be multiples"),
@@ -303,7 +318,7 @@ HOSTILE = {
 def test_a_damaged_index_is_a_named_error_verify_reports_and_repair_drops(tmp_path, case):
     _record(tmp_path, lambda: gym.make("CartPole-v1"), 600, target=2_000)
     expected = _read_all(tmp_path, None)
-    edit, match = HOSTILE[case]
+    edit, match, *reported = HOSTILE[case]
     _edit_index(tmp_path, edit)
     with RecordingReader(tmp_path) as reader:
         with pytest.raises(FormatError, match=match):
@@ -312,7 +327,7 @@ def test_a_damaged_index_is_a_named_error_verify_reports_and_repair_drops(tmp_pa
             reader.column("observations")
         assert sum(len(ep.rewards) for ep in reader) == 600  # the JSON path is intact
     problems = verify(tmp_path)
-    assert any("index" in p.message for p in problems), problems
+    assert any((reported or ["index"])[0] in p.message for p in problems), problems
     actions = repair(tmp_path)
     assert any("rebuilt" in a for a in actions), actions
     assert verify(tmp_path) == []
