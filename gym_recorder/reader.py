@@ -301,15 +301,15 @@ class RecordingReader:
         self._check_open()
         if name not in COLUMN_KINDS:
             raise ValueError(f"no column {name!r}; one of {', '.join(COLUMN_KINDS)}")
-        located = [self._locate(i) for i in (range(self._count) if episodes is None
-                                             else episodes)]
-        if not located:
+        indices = (list(range(self._count)) if episodes is None
+                   else [self._locate(i)[0] for i in episodes])
+        if not indices:
             raise EmptySelectionError(f"no episodes selected in {self.directory}")
         # Through the batches' indexes when they have them (no JSON parsed).
-        stacked = read_stacked(self._decoder, self._manifests, self._starts,
-                               [index for index, _, _ in located], [name])
+        stacked = read_stacked(self._decoder, self._manifests, self._starts, indices, [name])
         if stacked is not None:
             return getattr(stacked, name)
+        located = [self._locate(i) for i in indices]
         dec = self._decoder
         return read_column(dec, self.directory, name, located,
                            lambda m, number: None if m.legacy else self._fast_part(dec, m, number),

@@ -76,7 +76,7 @@ class _Batch:
     """One batch whose index checked out: its table and each entry's offset in every column."""
 
     __slots__ = ("m", "number", "binfo", "where", "columns", "episode", "part", "steps", "flags",
-                 "starts", "offsets", "base")
+                 "starts", "base", "_offsets")
 
     def __init__(self, m: Manifest, number: int, where: str, columns: list[IndexColumn],
                  table: np.ndarray, base: int) -> None:
@@ -89,7 +89,13 @@ class _Batch:
                                                             for j in range(INDEX_TABLE_WIDTH))
         self.starts = np.flatnonzero(self.part == 0)  # the entries that start episodes
         self.base = base  # the number of its first entry among all batches read
-        self.offsets = _offsets(self)
+        # Each entry's array offset in every column, all checked to lie inside the .bin (a
+        # batch whose index does not check out is refused, whichever columns are read).
+        self._offsets = [_offsets(self, c) for c in range(len(columns))]
+
+    def offsets(self, c: int) -> np.ndarray:
+        """Each entry's array offset in column c."""
+        return self._offsets[c]
 
 
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -121,23 +127,21 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     writer_of = np.searchsorted(np.asarray(starts, dtype=np.int64), sel, side="right") - 1
     plan = _Plan(decoder)
     first = np.empty(len(sel), dtype=np.int64)  # each selected episode's part 0, as an entry
-    for k in np.unique(writer_of).tolist():
+    for k, mine in _groups(writer_of):
         m = manifests[k]
         if m.legacy or m.obs_layout is None or m.act_layout is None or not all(
                 isinstance(leaf, ArrayLeaf) for leaf in m.obs_layout.leaves + m.act_layout.leaves):
             return None
-        mine = np.flatnonzero(writer_of == k)
         numbers = sel[mine] - starts[k]
         # The batch that starts episode n: the last batch starting episodes whose first is <= n.
         starting = np.flatnonzero(np.asarray([m.new_episodes(b) for b in range(len(m.batches))],
                                              dtype=np.int64))
         batch_of = starting[np.searchsorted(np.asarray(m.starts, dtype=np.int64)[starting],
                                             numbers, side="right") - 1]
-        for b in np.unique(batch_of).tolist():
+        for b, here in _groups(batch_of):
             batch = plan.batch(m, b)
             if batch is None:
                 return None
-            here = np.flatnonzero(batch_of == b)
             first[mine[here]] = batch.base + batch.starts[numbers[here] - m.starts[b]]
     chosen, counts = plan.chains(first)
     if chosen is None:
@@ -173,7 +177,7 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     for name in fields:
         for c in wanted[name]:
             rows = obs_rows if c < n_obs else steps
-            offsets = np.concatenate([b.offsets[c] for b in batches])[chosen]
+            offsets = np.concatenate([b.offsets(c) for b in batches])[chosen]
             out[c] = _gather(decoder, batches, batch_of_entry, offsets, rows,
                              batches[0].columns[c].dtype, shapes[c])
     return Stacked(tree(lay_o, out[:n_obs]) if "observations" in fields else None,
@@ -282,32 +286,25 @@ def _leaf_shapes(m: Manifest) -> list[tuple[int, ...]]:
     return [tuple(leaf.shape) for leaf in m.obs_layout.leaves + m.act_layout.leaves] + [()] * 3
 
 
-def _offsets(batch: _Batch) -> list[np.ndarray]:
-    """Each entry's array offset in every column of a batch, checked to lie inside its .bin."""
-    shapes = _leaf_shapes(batch.m)
+def _offsets(batch: _Batch, c: int) -> np.ndarray:
+    """Each entry's array offset in column c of a batch, checked to lie inside its .bin."""
     assert batch.m.obs_layout is not None
-    n_obs = len(batch.m.obs_layout.leaves)
-    obs_rows = batch.steps + (batch.part == 0)
-    out = []
+    col = batch.columns[c]
+    rows = batch.steps + (batch.part == 0) if c < len(batch.m.obs_layout.leaves) else batch.steps
+    row_bytes = col.dtype.itemsize * prod(_leaf_shapes(batch.m)[c])
     size_limit = batch.binfo["bin_size"]
-    beyond = FormatError(f"{batch.where}: index column {{}} places arrays beyond the end of "
+    # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or their
+    # sum, must not wrap around int64 into a size that looks small.)
+    beyond = FormatError(f"{batch.where}: index column {c} places arrays beyond the end of "
                          f"{batch.binfo['bin']} ({size_limit} bytes)")
-    for c, col in enumerate(batch.columns):
-        rows = obs_rows if c < n_obs else batch.steps
-        row_bytes = col.dtype.itemsize * prod(shapes[c])
-        # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or
-        # their sum, must not wrap around int64 into a size that looks small.)
-        most = int(rows.max()) if len(rows) else 0
-        if most * row_bytes > size_limit or \
-                float(rows.sum(dtype=np.float64)) * row_bytes > size_limit:
-            raise FormatError(str(beyond).format(c))
-        sizes = rows * row_bytes
-        padded = -(-sizes // col.unit) * col.unit
-        offs = col.offset + _exclusive_cumsum(padded)
-        if len(offs) and int((offs + sizes).max()) > size_limit:
-            raise FormatError(str(beyond).format(c))
-        out.append(offs)
-    return out
+    most = int(rows.max()) if len(rows) else 0
+    if most * row_bytes > size_limit or float(rows.sum(dtype=np.float64)) * row_bytes > size_limit:
+        raise beyond
+    sizes = rows * row_bytes
+    offsets = col.offset + _exclusive_cumsum(-(-sizes // col.unit) * col.unit)
+    if len(rows) and int((offsets + sizes).max()) > size_limit:
+        raise beyond
+    return offsets
 
 
 def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: np.ndarray,
@@ -329,8 +326,7 @@ def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: n
     out_void = out_rows.view(unit).reshape(total)
     dst_start = _exclusive_cumsum(rows)
     storage = decoder.storage
-    for b in np.unique(bat).tolist():
-        here = np.flatnonzero(bat == b)
+    for b, here in _groups(bat):
         r = rows[here]
         keep = r > 0
         here, r = here[keep], r[keep]
@@ -353,8 +349,34 @@ def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: n
                 out_rows[k:k + n] = span[o:o + n * row_bytes].reshape(n, row_bytes)
             continue
         src = span[:len(span) // row_bytes * row_bytes].view(unit)
-        out_void[_ranges(dst, r)] = src[_ranges(rel // row_bytes, r)]
+        first_rows = rel // row_bytes
+        if (first_rows[1:] > first_rows[:-1]).all() and (dst[1:] == dst[:-1] + r[:-1]).all():
+            # In order in both, padding between: keep the rows the arrays cover (no index
+            # arrays of every row to build).
+            d, n = int(dst[0]), int(r.sum())
+            edges = np.bincount(first_rows, minlength=len(src) + 1) - np.bincount(
+                first_rows + r, minlength=len(src) + 1)
+            out_void[d:d + n] = np.compress(np.cumsum(edges[:len(src)]) > 0, src)
+            continue
+        out_void[_ranges(dst, r)] = src[_ranges(first_rows, r)]
     return out
+
+
+def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(key, positions of key)`` for each distinct key in ascending order (small non-negative
+    ints: writer and batch numbers), positions ascending: one stable sort, no hashing."""
+    if not len(keys):
+        return []
+    if (keys[1:] >= keys[:-1]).all():  # (already in order: every episode of a recording)
+        order = np.arange(len(keys), dtype=np.int64)
+        ordered = keys
+    else:
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(keys)]))
+    return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
