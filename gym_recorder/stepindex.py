@@ -11,10 +11,10 @@ with a few vectorised gathers a batch: no per-episode Python, no JSON.
 
 This is only a fast path, taken when it gives exactly what the batch JSON would. It returns None
 (the caller then reads the batch JSON) for a gym-recording writer, a batch without an index (a
-leaf stored as values, an older writer, a batch ``repair`` rebuilt), a writer whose batches have
-gaps or whose entries link in a way the JSON rules resolve (numbers out of order, parts found by
-the "last such entry" rule), and a leaf whose dtype changes between batches (widened: the JSON
-path joins it exactly). An index that does not check out (an offset outside the .bin, a table
+leaf stored as values, an older writer, a batch ``repair`` wrote anew), an episode whose parts
+link in a way only the JSON rules resolve (a gap ``repair`` left before its next part, a part
+missing or given twice), a leaf whose dtype changes between batches (widened: the JSON path
+joins it exactly), and a verifying reader (checksums cover the JSON's arrays). An index that does not check out (an offset outside the .bin, a table
 whose CRC-32 or counts disagree with the manifest, a step column of the wrong dtype) is a
 :class:`~gym_recorder.FormatError` naming the batch, as the same fault in the JSON is.
 """
