@@ -75,8 +75,14 @@ def encode_value(value: Any, sink: ArraySink, where: str = "value", depth: int =
             return {"__type": "scalar", "dtype": value.dtype.str,
                     "value": [_float_json(value.real.item()), _float_json(value.imag.item())]}
         if kind in "US" or kind == "f" or kind == "c":
-            # (the array's dtype: an empty np.str_ is <U0, which no array has; its array is <U1)
-            arr = np.asarray(value)
+            if kind in "US":
+                # (the array's dtype: an empty np.str_ is <U0, which no array has; its array is <U1)
+                arr = np.asarray(value)
+            else:
+                # Extended precision: the scalar's own bytes. np.asarray copies only the value of
+                # an x87 long double, leaving its padding (6 of 16 bytes) as uninitialised memory:
+                # a complex one's on every numpy, a real one's too on numpy 2.5.
+                arr = np.frombuffer(value.tobytes(), value.dtype).reshape(()).copy()
             return {"__type": "scalar", "dtype": arr.dtype.str, "value": sink(arr)}
         raise UnsupportedValueError(f"{where}: numpy scalars of dtype {value.dtype} cannot be stored")
     if t is dict or isinstance(value, dict):

@@ -59,6 +59,7 @@ VALUES = [
     [1, [2.0, "x"]], (1, (2,)), {"a": 1, "b": {"c": None}}, {1: "int key", (2, 3): "tuple key"},
     {"__type": "a str key that looks like ours"}, b"\x00\xffbytes",
     np.float32(0.1), np.float16(-0.0), np.float64(np.nan), np.longdouble(1) / 3,
+    np.clongdouble(complex(1, -2)) / 3,
     np.int8(-128), np.uint64(2**64 - 1), np.bool_(True), np.complex64(1 - 2j),
     np.complex128(complex(math.inf, -0.5)), np.str_("ü"), np.bytes_(b"ab"),
     np.arange(6, dtype=">i4").reshape(2, 3), np.array(["a", "bc"]), np.zeros((0, 3), np.uint8),
