@@ -218,8 +218,11 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[An
             return spaces.Box(_bound(desc.get("low"), shape, dtype, where),
                               _bound(desc.get("high"), shape, dtype, where), shape, dtype)
         if kind == "Discrete":
-            return spaces.Discrete(_get(desc, "n", int, where), start=_get(desc, "start", int, where),
-                                   dtype=parse_dtype(desc.get("dtype", "<i8"), where))
+            n, start = _get(desc, "n", int, where), _get(desc, "start", int, where)
+            dtype = parse_dtype(desc.get("dtype", "<i8"), where)
+            if dtype == np.int64:  # (gymnasium before 1.2.2 has no dtype argument: all int64)
+                return spaces.Discrete(n, start=start)
+            return spaces.Discrete(n, start=start, dtype=dtype)
         if kind == "MultiDiscrete":
             return spaces.MultiDiscrete(np.array(_get(desc, "nvec", list, where)),
                                         dtype=parse_dtype(desc.get("dtype"), where),

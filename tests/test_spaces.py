@@ -37,6 +37,20 @@ def test_descriptions_are_json_and_rebuild_the_same_space(space):
     assert build_space(again) == space
 
 
+def test_an_int64_discrete_rebuilds_where_discrete_takes_no_dtype(monkeypatch):
+    """Gymnasium before 1.2.2: Discrete(n, seed=None, start=0), every one int64 (was a TypeError)."""
+    class OldDiscrete(spaces.Discrete):
+        def __init__(self, n, seed=None, start=0):
+            super().__init__(n, seed=seed, start=start)
+
+    monkeypatch.setattr(spaces, "Discrete", OldDiscrete)
+    space = build_space({"type": "Discrete", "n": 3, "start": -1, "dtype": "<i8"})
+    assert isinstance(space, OldDiscrete) and space.n == 3 and space.start == -1
+    assert space.dtype == np.int64
+    with pytest.raises(FormatError, match="cannot rebuild Discrete space"):  # int32: this one cannot
+        build_space({"type": "Discrete", "n": 3, "start": 0, "dtype": "<i4"})
+
+
 def test_uniform_box_bounds_are_one_number_and_others_nested_lists():
     uniform = describe_space(spaces.Box(0, 255, (84, 84, 3), np.uint8))
     assert (uniform["low"], uniform["high"]) == (0, 255)
