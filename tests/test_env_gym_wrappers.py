@@ -28,6 +28,7 @@ from gym_recorder.transitions import transitions
 from needs import need_module
 
 mk = gym.make
+TAXI = "Taxi-v4" if "Taxi-v4" in gym.registry else "Taxi-v3"  # (v4: gymnasium 1.3 on)
 
 
 def _record_outside(env: gym.Env, directory: Any, episodes: int = 3,
@@ -78,7 +79,7 @@ OUTSIDE: list[tuple[str, Callable[[], gym.Env], str]] = [
     ("TimeAware-Pendulum", lambda: W.TimeAwareObservation(mk("Pendulum-v1"), flatten=False),
      "match"),
     ("FrameStack-CartPole", lambda: W.FrameStackObservation(mk("CartPole-v1"), 4), "match"),
-    ("FrameStack-zero-Taxi", lambda: W.FrameStackObservation(mk("Taxi-v4"), 3,
+    ("FrameStack-zero-Taxi", lambda: W.FrameStackObservation(mk(TAXI), 3,
                                                              padding_type="zero"), "match"),
     ("FrameStack-Image", lambda: W.FrameStackObservation(
         mk("sample_envs/Image-v0", height=6, width=6), 2), "match"),
@@ -133,7 +134,7 @@ INSIDE: list[tuple[str, Callable[[], gym.Env], Callable[[gym.Env], gym.Env]]] = 
     ("FrameStack", lambda: mk("CartPole-v1"), lambda r: W.FrameStackObservation(r, 4)),
     ("Normalize", lambda: mk("CartPole-v1"), W.NormalizeObservation),
     ("Autoreset", lambda: mk("CartPole-v1"), W.Autoreset),
-    ("EpisodeStatistics", lambda: mk("Taxi-v4"), W.RecordEpisodeStatistics),
+    ("EpisodeStatistics", lambda: mk(TAXI), W.RecordEpisodeStatistics),
     ("TimeLimit", lambda: mk("Pendulum-v1"), lambda r: W.TimeLimit(r, 12)),
     ("RescaleAction", lambda: mk("Pendulum-v1"), lambda r: W.RescaleAction(r, -1.0, 1.0)),
     ("MaxAndSkip", lambda: mk("sample_envs/Image-v0", height=6, width=6),
