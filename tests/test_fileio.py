@@ -46,14 +46,25 @@ def _standard_loads(data, where):
 
 
 def _typed(value):
-    """A value with every number's type made part of it (so 1 != 1.0 != True compare unequal)."""
-    if isinstance(value, dict):
-        return ("dict", [(k, _typed(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return ("list", [_typed(v) for v in value])
-    if isinstance(value, float):
-        return ("float", value.hex())
-    return (type(value).__name__, value)
+    """A value with every number's type made part of it (so 1 != 1.0 != True compare unequal).
+
+    Flat, in document order: Python 3.13's parsers (both) read lists nested 5000 deep, deeper
+    than a recursive walk, or a comparison of nested tuples, may go.
+    """
+    tokens, todo = [], [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            tokens.append(("dict", list(v)))
+            todo.extend(reversed(list(v.values())))
+        elif isinstance(v, list):
+            tokens.append(("list", len(v)))
+            todo.extend(reversed(v))
+        elif isinstance(v, float):
+            tokens.append(("float", v.hex()))
+        else:
+            tokens.append((type(v).__name__, v))
+    return tokens
 
 
 def _both(data):
