@@ -416,3 +416,30 @@ def test_repair_rewrites_a_batch_count_stored_as_a_float(tmp_path, key):
     assert verify(tmp_path) == []
     with RecordingReader(tmp_path) as reader:
         assert sum(len(ep.rewards) for ep in reader) == 300
+
+
+def test_following_parts_does_not_rebuild_the_batch_list_per_part(tmp_path, monkeypatch):
+    """A vector writer's episodes have a part in nearly every batch; finding each part's batch
+    built a list of every batch read so far (quadratic: 24,800 batches of a 4-env CartPole,
+    transitions() 19 s, now 5.7 s)."""
+    import bisect as bisect_module
+
+    import gym_recorder.stepindex as stepindex
+
+    _record_vector(tmp_path, 400)
+    seen: list[list[int]] = []  # (kept alive, so that ids are not reused)
+
+    class CountingBisect:
+        @staticmethod
+        def bisect_right(a, x, *args, **kwargs):
+            if not any(a is s for s in seen):
+                seen.append(a)
+            return bisect_module.bisect_right(a, x, *args, **kwargs)
+
+    monkeypatch.setattr(stepindex, "bisect", CountingBisect)
+    with RecordingReader(tmp_path) as reader:
+        assert len(reader.batches()) > 20
+        t = transitions(reader)
+        assert reader._stacked(list(range(len(reader)))) is not None
+        assert sum(len(reader[i].rewards) for i in range(len(reader))) == len(t.reward)
+    assert len(seen) <= 2, len(seen)
