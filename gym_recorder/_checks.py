@@ -75,6 +75,12 @@ def _crc_of(fd: int, offset: int, size: int, flags: bool = False) -> int | None:
     return crc
 
 
+def _differs(listed: Any, actual: int) -> bool:
+    """Whether a manifest's number differs from the batch's: by type too (readers refuse 2.0
+    where 2 belongs, so repair must not take it for the batch's count)."""
+    return type(listed) is not int or listed != actual
+
+
 class _BatchCheck:
     """The result of checking one batch: its manifest entry (when complete) and its problems.
 
@@ -139,8 +145,11 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         cause = access_cause(e)
         check.unreadable = (json_name, cause) if cause is not None else None
         return check
-    if listed is not None and fileio.crc32(data) != listed.get("json_crc32"):
+    if listed is not None and _differs(listed.get("json_crc32"), fileio.crc32(data)):
         check.add(json_name, "CRC-32 of the file does not match the manifest")
+    for key, value in (("json_size", len(data)), ("first", first)):
+        if listed is not None and _differs(listed.get(key), value):
+            check.add(json_name, f"the manifest's {key!r} is {listed.get(key)!r}, not {value}")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
         check.add(json_name, "a batch must be an object with an 'episodes' list")
         return check
@@ -155,7 +164,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
     header = doc.get("header")
     check.header = header if isinstance(header, dict) else None
     entries = doc["episodes"]
-    if listed is not None and listed.get("len") != len(entries):
+    if listed is not None and _differs(listed.get("len"), len(entries)):
         check.add(json_name, f"{len(entries)} entries, the manifest says {listed.get('len')}")
     steps = episodes = 0
     refs: list[tuple[int, dict[str, Any], str]] = []  # (entry position, reference, where)
@@ -180,7 +189,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         refs += [(pos, obj, w) for obj, w in found]
     if listed is not None:
         for key, value in (("steps", steps), ("episodes", episodes)):
-            if listed.get(key) != value:
+            if _differs(listed.get(key), value):
                 check.add(json_name, f"the entries hold {value} {key}, the manifest says "
                                      f"{listed.get(key)!r}")
     bin_path = os.path.join(directory, bin_name)
@@ -194,7 +203,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         return check
     try:
         bin_size = os.fstat(fd).st_size
-        if listed is not None and listed.get("bin_size") != bin_size:
+        if listed is not None and _differs(listed.get("bin_size"), bin_size):
             # Not fatal by itself: the arrays that lie inside the file may all check out.
             check.note(bin_name, f"file has {bin_size} bytes, the manifest says "
                                  f"{listed.get('bin_size')!r}")

@@ -289,7 +289,10 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
                        "header (spaces, env id); left as is")
         return actions
     old_list = list(old_batches) if isinstance(old_batches, list) else None
-    if not old_problem and old_list == kept and not to_move:
+    # Compared as JSON, not by value: a BATCH rebuilt from its batch because the manifest held
+    # 8.0 where 8 belongs (which readers refuse) equals the old one in Python (8.0 == 8).
+    if not old_problem and old_list is not None and dumps(old_list) == dumps(kept) \
+            and not to_move:
         return actions
     kept_names = {b["fn"] for b in kept}
     moved_names = {n for names, _ in to_move for n in names}

@@ -209,13 +209,22 @@ hold an INDEX, from which those arrays are found with the manifest and the .bin 
   ``<i8`` and shape ``(len, 4)`` (:data:`INDEX_TABLE_WIDTH`), C order: for each entry of the
   batch, in order, its ``episode``, ``part``, ``steps`` and flags (1: ``continues`` is true;
   2: ``no_reset`` is true; no other bits). ``crc32`` is the CRC-32 of its ``len * 32`` bytes.
-- ``columns``: one ``[dtype, npyoff, unit]`` per observation leaf (in leaf order), per action
+  The table's part-0 ``episode`` is the writer's number like the entry's (parts p + 1 are
+  found by it, as under "Episodes of a recording"); a reader MUST refuse negative numbers and
+  other flag bits, and MAY refuse a table whose ``steps`` or part-0 rows disagree with the
+  BATCH's ``steps`` and ``episodes`` (gym_recorder's does).
+- ``columns``: one ``[dtype, npyoff, unit]`` per observation leaf (in leaf order: the SPACE's
+  leaves depth first, a Dict's in the order of its ``spaces`` list, a Tuple's in list order;
+  a space of no leaves, an empty Dict, has no column), per action
   leaf, then for rewards, terminations and truncations, in that order. Entry k's array of a
-  column has the column's ``dtype`` and shape ``(rows_k, *leaf shape)`` (``rows_k``: the
+  column has the column's ``dtype`` (the leaf's dtype in that batch, which may be wider than
+  the space's, see "Trees") and shape ``(rows_k, *leaf shape)`` (the leaf shape as "Trees"
+  gives it from the manifest's SPACE; ``rows_k``: the
   entry's ``steps``, plus 1 for the observations of a part 0) and starts at
   ``npyoff + sum(ceil(size_j / unit) * unit for j < k)``, ``size_j`` being entry j's array's
   bytes: the column's arrays lie one after another, each padded to a multiple of ``unit``.
-  ``npyoff`` and ``unit`` are multiples of :data:`ALIGNMENT`, ``unit`` at most
+  ``table``, ``crc32``, ``npyoff`` and ``unit`` are JSON integer tokens (a reader MUST refuse
+  ``8.0``); ``npyoff`` is a multiple of :data:`ALIGNMENT`, ``unit`` a positive one, at most
   :data:`MAX_INDEX_UNIT` (64).
 
 A writer writes an INDEX only for a batch whose every entry has an ARRAY for every leaf (and

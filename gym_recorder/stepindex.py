@@ -191,6 +191,7 @@ class _Plan:
     def __init__(self, decoder: Decoder) -> None:
         self.decoder = decoder
         self.batches: list[_Batch] = []
+        self._bases: list[int] = []  # each batch's base, ascending (for bisect)
         self._by_key: dict[tuple[str, int], _Batch | None] = {}
         self._entries = 0
 
@@ -202,6 +203,7 @@ class _Plan:
             self._by_key[key] = batch
             if batch is not None:
                 self.batches.append(batch)
+                self._bases.append(batch.base)
                 self._entries += len(batch.part)
         return self._by_key[key]
 
@@ -232,7 +234,9 @@ class _Plan:
         """The entries of the parts after ``entry``'s, in order."""
         chain: list[int] = []
         while True:
-            batch = self.batches[bisect.bisect_right([b.base for b in self.batches], entry) - 1]
+            # (not a list of the bases built per part: a vector writer's episodes have a part
+            # in nearly every batch, which made this quadratic in the batches)
+            batch = self.batches[bisect.bisect_right(self._bases, entry) - 1]
             pos = entry - batch.base
             m, b = batch.m, batch.number
             if not batch.flags[pos] & 1 or b + 1 == len(m.batches):
