@@ -27,7 +27,7 @@ from .errors import FormatError
 from .format import MAX_JSON_BYTES
 
 __all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
-           "remove_stale_temps", "new_file_mode", "AtomicWriter", "atomic_write"]
+           "remove_stale_temps", "AtomicWriter", "atomic_write"]
 
 def dumps(obj: Any) -> bytes:
     """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
@@ -128,37 +128,10 @@ def read_json_file(path: str, where: str, expected_size: int | None = None) -> t
 # Atomic writes, with the permissions open() would give
 
 
-def _proc_umask() -> int | None:
-    """The process's umask as Linux (4.7 and later) shows it, read without changing it."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _import_umask() -> int:
-    mask = _proc_umask()
-    if mask is None:
-        # Elsewhere the umask is read by setting it: to the strictest one for that instant (a
-        # file another thread creates meanwhile is then more private than it asked, never less).
-        mask = os.umask(0o077)
-        os.umask(mask)
-    return mask
-
-
-# The umask when this module was imported: the fallback where /proc does not show it (it is
-# read again for each file where it does, so a umask changed later is honoured).
-_IMPORT_UMASK = _import_umask()
-
-
-def new_file_mode() -> int:
-    """The permission bits ``open()`` gives a new file now: 0o666 less the process's umask."""
-    mask = _proc_umask()
-    return 0o666 & ~(_IMPORT_UMASK if mask is None else mask)
+# Temporary files are named as tempfile.mkstemp names them ("tmp" and 8 characters of
+# [a-z0-9_]; here hex digits), so that repair knows what a killed writer left
+# (gym_recorder._repair's _TEMP_NAME_RE). Names taken by another file are tried again.
+_TEMP_TRIES = 100
 
 
 class AtomicWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped package)
@@ -168,19 +141,33 @@ class AtomicWriter(atomicwrites.AtomicWriter):  # type: ignore[misc]  # (untyped
     atomicwrites makes its temporary file with :func:`tempfile.mkstemp`, which only the owner
     may read (0o600); renamed into place, a recording, a repaired batch or a manifest stayed
     unreadable to every other user (a training job or a viewer run by someone else, a shared
-    folder), unlike every file numpy, h5py or pyarrow writes.
+    folder), unlike every file numpy, h5py or pyarrow writes. Here the file is created as
+    ``open()`` creates one (mode 0o666, which the kernel narrows by the umask), under a name
+    of mkstemp's form, exclusively (``O_EXCL``, never following a symlink).
     """
 
-    def get_fileobject(self, **kwargs: Any) -> Any:
-        f = super().get_fileobject(**kwargs)
-        if hasattr(os, "fchmod"):  # (not on Windows, where mkstemp's mode means little)
+    def get_fileobject(self, suffix: str = "", prefix: str = "tmp", dir: str | None = None,
+                       **kwargs: Any) -> Any:
+        if dir is None:
+            dir = os.path.normpath(os.path.dirname(self._path))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(
+            os, "O_NOFOLLOW", 0)
+        for _ in range(_TEMP_TRIES):
+            name = os.path.join(dir, prefix + secrets.token_hex(4) + suffix)
             try:
-                os.fchmod(f.fileno(), new_file_mode())
+                fd = os.open(name, flags, 0o666)
+            except FileExistsError:
+                continue
+            try:
+                f = open(fd, self._mode, closefd=True, **kwargs)  # noqa: SIM115 (the caller's)
             except BaseException:
-                f.close()
-                os.unlink(f.name)
+                os.close(fd)
+                os.unlink(name)
                 raise
-        return f
+            # (atomicwrites renames and removes the file by its object's name)
+            (f.buffer if hasattr(f, "buffer") else f).raw.name = name
+            return f
+        raise FileExistsError(f"{dir}: no free temporary file name in {_TEMP_TRIES} tries")
 
 
 def atomic_write(path: str, *, overwrite: bool = True) -> ContextManager[IO[bytes]]:
