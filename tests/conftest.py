@@ -266,3 +266,22 @@ def index_span(binfo: dict) -> tuple[int, int] | None:
     if index is None:
         return None
     return index["table"], index["table"] + 32 * binfo["len"]
+
+
+def record_cartpole(directory: Any, episodes: int = 6, seed: int = 0, **kwargs: Any) -> str:
+    """Records ``episodes`` whole CartPole-v1 episodes of random actions (the last one ended,
+    no reset after it); ``kwargs`` go to the RecordingWrapper. Returns the writer's prefix."""
+    from gym_recorder import RecordingWrapper
+
+    env = RecordingWrapper(gym.make("CartPole-v1"), directory, **kwargs)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    done = 0
+    while done < episodes:
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            done += 1
+            if done < episodes:
+                env.reset()
+    env.close()
+    return env.file_prefix

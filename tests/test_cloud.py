@@ -20,7 +20,7 @@ from gym_recorder.transitions import transitions
 from needs import need_module
 from services import free_port
 
-from conftest import ROOT
+from conftest import ROOT, record_cartpole
 
 
 def _cloud():
@@ -28,21 +28,6 @@ def _cloud():
     from gym_recorder import cloud
 
     return cloud
-
-
-def record_cartpole(directory, episodes=6, seed=0, **kw):
-    env = RecordingWrapper(gym.make("CartPole-v1"), directory, **kw)
-    env.reset(seed=seed)
-    env.action_space.seed(seed)
-    done = 0
-    while done < episodes:
-        _, _, term, trunc, _ = env.step(env.action_space.sample())
-        if term or trunc:
-            done += 1
-            if done < episodes:
-                env.reset()
-    env.close()
-    return env.file_prefix
 
 
 def record_images(directory, episodes=3, size=32, length=40, target=60_000):

@@ -16,27 +16,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
 
-from gym_recorder import RecordingReader, RecordingWrapper
+from gym_recorder import RecordingReader
 from gym_recorder import fileio
 from gym_recorder.errors import RepairError
 from gym_recorder.integrity import repair, verify
 
+from conftest import record_cartpole
+
 
 def record(directory: Path, episodes: int = 4) -> None:
-    env = RecordingWrapper(gym.make("CartPole-v1"), directory, target_batch_bytes=1_500)
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    done = 0
-    while done < episodes:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            done += 1
-            if done < episodes:
-                env.reset()
-    env.close()
+    record_cartpole(directory, episodes, target_batch_bytes=1_500)
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
