@@ -60,13 +60,13 @@ def _column_texts(sink: BinSink, col: np.ndarray | list[Any], lo: np.ndarray, hi
                   where: str, index: list[Any] | None) -> list[str]:
     """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object.
 
-    ``index`` gets the column's ``[dtype, npyoff, unit]`` (see :func:`_column_refs`); a column
-    of values sets ``index[0]`` to None (a batch with such a leaf has no index).
+    ``index`` gets the column's ``[dtype, npyoff, unit]`` (see :func:`_column_refs`), or None
+    for a column of values (a batch with such a leaf has no index).
     """
     if isinstance(col, np.ndarray):
         return _column_refs(sink, col, lo, hi, index)
     if index is not None:
-        index[:1] = [None]
+        index.append(None)
     return [_text({"__type": "values", "values": [encode_value(v, sink, where) for v in col[a:b]]})
             for a, b in zip(lo.tolist(), hi.tolist())]
 
@@ -281,7 +281,7 @@ def _batch_index(sink: BinSink, batch: Batch, columns: list[Any]) -> dict[str, A
     ``"index"``; None when a leaf is stored as values, or for entries whose observation rows
     are not their steps (+ 1 for part 0), which the index cannot describe."""
     segs = batch.segments
-    if not segs or (columns and columns[0] is None) or \
+    if not segs or None in columns or \
             len(columns) != len(batch.observations) + len(batch.actions) + 3:
         return None
     table = np.array([(seg.episode, seg.part, seg.step1 - seg.step0,
@@ -354,7 +354,7 @@ class BatchEncoder:
         CRC-32 and a formatted reference per array, which makes batches of thousands of short
         episodes cheap to write. A leaf that does not stack (a list of values) is encoded entry
         by entry. ``index`` (when given) gets the ``"columns"`` of the batch index, in column
-        order, its first item None when a leaf is stored as values.
+        order, None for a leaf stored as values.
         """
         segs = batch.segments
         o0 = np.array([seg.obs0 for seg in segs], np.int64)

@@ -75,8 +75,8 @@ class Stacked:
 class _Batch:
     """One batch whose index checked out: its table and each entry's offset in every column."""
 
-    __slots__ = ("m", "number", "binfo", "where", "columns", "episode", "part", "steps", "flags",
-                 "starts", "base", "_offsets")
+    __slots__ = ("m", "number", "binfo", "where", "columns", "shapes", "episode", "part",
+                 "steps", "flags", "starts", "base", "offsets")
 
     def __init__(self, m: Manifest, number: int, where: str, columns: list[IndexColumn],
                  table: np.ndarray, base: int) -> None:
@@ -89,13 +89,13 @@ class _Batch:
                                                             for j in range(INDEX_TABLE_WIDTH))
         self.starts = np.flatnonzero(self.part == 0)  # the entries that start episodes
         self.base = base  # the number of its first entry among all batches read
+        self.shapes = _leaf_shapes(m)  # a row's shape in each column
         # Each entry's array offset in every column, all checked to lie inside the .bin (a
         # batch whose index does not check out is refused, whichever columns are read).
-        self._offsets = [_offsets(self, c) for c in range(len(columns))]
-
-    def offsets(self, c: int) -> np.ndarray:
-        """Each entry's array offset in column c."""
-        return self._offsets[c]
+        assert m.obs_layout is not None
+        obs_rows = self.steps + (self.part == 0)
+        self.offsets = [_offsets(self, c, obs_rows if c < len(m.obs_layout.leaves)
+                                 else self.steps) for c in range(len(columns))]
 
 
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -149,8 +149,8 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     batches = plan.batches
     n_columns = len(batches[0].columns)
     m0 = batches[0].m
-    shapes = _leaf_shapes(m0)
-    if any(len(b.columns) != n_columns or _leaf_shapes(b.m) != shapes for b in batches):
+    shapes = batches[0].shapes
+    if any(len(b.columns) != n_columns or b.shapes != shapes for b in batches):
         return None  # writers of other spaces (the caller refuses the selection)
     # Every column must have one dtype in every batch (a widened leaf is joined by the JSON
     # path, exactly), a plain number dtype, little-endian or without byte order.
@@ -177,7 +177,7 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     for name in fields:
         for c in wanted[name]:
             rows = obs_rows if c < n_obs else steps
-            offsets = np.concatenate([b.offsets(c) for b in batches])[chosen]
+            offsets = np.concatenate([b.offsets[c] for b in batches])[chosen]
             out[c] = _gather(decoder, batches, batch_of_entry, offsets, rows,
                              batches[0].columns[c].dtype, shapes[c])
     return Stacked(tree(lay_o, out[:n_obs]) if "observations" in fields else None,
@@ -290,12 +290,11 @@ def _leaf_shapes(m: Manifest) -> list[tuple[int, ...]]:
     return [tuple(leaf.shape) for leaf in m.obs_layout.leaves + m.act_layout.leaves] + [()] * 3
 
 
-def _offsets(batch: _Batch, c: int) -> np.ndarray:
-    """Each entry's array offset in column c of a batch, checked to lie inside its .bin."""
-    assert batch.m.obs_layout is not None
+def _offsets(batch: _Batch, c: int, rows: np.ndarray) -> np.ndarray:
+    """Each entry's array offset in column c of a batch (its entries' ``rows`` rows), checked
+    to lie inside its .bin."""
     col = batch.columns[c]
-    rows = batch.steps + (batch.part == 0) if c < len(batch.m.obs_layout.leaves) else batch.steps
-    row_bytes = col.dtype.itemsize * prod(_leaf_shapes(batch.m)[c])
+    row_bytes = col.dtype.itemsize * prod(batch.shapes[c])
     size_limit = batch.binfo["bin_size"]
     # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or their
     # sum, must not wrap around int64 into a size that looks small.)
