@@ -38,7 +38,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 import gym_recorder  # noqa: E402
-from gym_recorder.wrapper import DEFAULT_TARGET_BATCH_BYTES  # noqa: E402
+from gym_recorder.record.wrapper import DEFAULT_TARGET_BATCH_BYTES  # noqa: E402
 
 from harness import MIB, Config, own_seconds, system_busy_seconds  # noqa: E402
 from memory import bench_rss, rss_child  # noqa: E402

@@ -1,4 +1,4 @@
-"""Benchmarks gym_recorder.ray and object storage: read throughput against the plain reader.
+"""Benchmarks gym_recorder.integrations.ray and object storage: read throughput against the plain reader.
 
 One process, one run, on the same image recording (``sample_envs/Image-v0``, 84x84x3 uint8,
 1,000-step episodes, default batches of about 5 MB):
@@ -89,7 +89,7 @@ def reader_pass(location: str, storage_options: dict | None = None,
 
 
 def ray_pass(location: str, batches_per_task: int | None = None) -> tuple[float, int]:
-    from gym_recorder.ray import read_recording
+    from gym_recorder.integrations.ray import read_recording
 
     t0 = time.perf_counter()
     n = 0
@@ -224,7 +224,7 @@ def main() -> None:
             ctx.enable_progress_bars = False
             ctx.print_on_execution_start = False
             ray_pass(d)  # start the workers once, untimed
-            from gym_recorder.ray import RecordingDatasource
+            from gym_recorder.integrations.ray import RecordingDatasource
 
             source = RecordingDatasource(d)
             batches, tasks = source.batches, source.tasks
@@ -270,7 +270,7 @@ def s3_part(d: str, episodes: int, repeats: int) -> None:
     import s3fs
     from moto.server import ThreadedMotoServer
 
-    from gym_recorder.cloud import push
+    from gym_recorder.integrations.cloud import push
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

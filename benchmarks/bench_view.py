@@ -34,7 +34,7 @@ import gymnasium as gym  # noqa: E402
 
 import sample_envs  # noqa: E402,F401
 from gym_recorder import RecordingReader, RecordingWrapper  # noqa: E402
-from gym_recorder.view import make_server  # noqa: E402
+from gym_recorder.integrations.view import make_server  # noqa: E402
 
 TABLE_TARGET_MS = 1000.0
 FRAME_BYTES = 84 * 84 * 3

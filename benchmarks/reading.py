@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.batchcache import BATCH_CACHE_BYTES
+from gym_recorder.read.batchcache import BATCH_CACHE_BYTES
 
 from harness import MIB, PRIME_FACTOR, SEED, median, prime_memory, touch, touch_tree
 

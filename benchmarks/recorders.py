@@ -22,7 +22,7 @@ import numpy as np
 
 import sample_envs  # noqa: F401  (registers sample_envs/Image-v0)
 from gym_recorder import RecordingWrapper
-from gym_recorder.wrapper import DEFAULT_TARGET_BATCH_BYTES
+from gym_recorder.record.wrapper import DEFAULT_TARGET_BATCH_BYTES
 
 from harness import Config
 

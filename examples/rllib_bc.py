@@ -50,7 +50,7 @@ def main() -> None:
     from ray.tune.registry import register_env
 
     from gym_recorder import RecordingReader, RecordingWrapper
-    from gym_recorder.ray import read_recording, record_parallel, to_rllib
+    from gym_recorder.integrations.ray import read_recording, record_parallel, to_rllib
 
     work = args.workdir or tempfile.mkdtemp(prefix="rllib_bc_")
     demos = os.path.join(work, "demos")

@@ -1,4 +1,4 @@
-"""The reader's cache of parsed batches (gym_recorder.batchcache): few batches when reading in
+"""The reader's cache of parsed batches (gym_recorder.read.batchcache): few batches when reading in
 order, grown to a memory bound when reading at random, and what each gives back."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import gym_recorder.reader as reader_module
+import gym_recorder.read.reader as reader_module
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.batchcache import BATCH_CACHE_SIZE, BatchCache
-from gym_recorder.decode import Batch
+from gym_recorder.read.batchcache import BATCH_CACHE_SIZE, BatchCache
+from gym_recorder.read.decode import Batch
 
 
 def _loader(cost, made):

@@ -10,8 +10,8 @@ import pytest
 import sample_envs  # noqa: F401
 from conftest import assert_same, run_random
 from gym_recorder import FormatError, RecordingReader, RecordingVectorWrapper, RecordingWrapper
-from gym_recorder.reader import BatchInfo, EpisodePart
-from gym_recorder.storage import LocalStorage
+from gym_recorder.read.reader import BatchInfo, EpisodePart
+from gym_recorder.read.storage import LocalStorage
 from test_legacy import make_legacy
 
 

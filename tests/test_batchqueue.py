@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gym_recorder.batchqueue import BatchQueue
+from gym_recorder.record.batchqueue import BatchQueue
 
 
 def test_items_come_out_in_order_and_join_waits_for_task_done():

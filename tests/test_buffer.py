@@ -1,4 +1,4 @@
-"""gym_recorder.buffer and gym_recorder.vector_buffer on their own: batches cut at capacity,
+"""gym_recorder.record.buffer and gym_recorder.record.vector_buffer on their own: batches cut at capacity,
 episode parts, resizing, and values outside the space, on real envs (no writer, no files)."""
 
 import warnings
@@ -9,10 +9,10 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder.errors import OutsideSpaceWarning
-from gym_recorder.buffer import StepBuffer, steps_for_target
-from gym_recorder.spaces import Layout
-from gym_recorder.vector_buffer import NEXT_STEP, VectorStepBuffer
-from gym_recorder.wrapper import env_header
+from gym_recorder.record.buffer import StepBuffer, steps_for_target
+from gym_recorder.format.spaces import Layout
+from gym_recorder.record.vector_buffer import NEXT_STEP, VectorStepBuffer
+from gym_recorder.record.wrapper import env_header
 
 
 def layouts(env, obs_space=None, act_space=None):

@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder
 
 import sample_envs  # noqa: E402,F401  (registers the sample env ids)
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper  # noqa: E402
-from gym_recorder.vector import RecordingVectorWrapper  # noqa: E402
+from gym_recorder.record.vector import RecordingVectorWrapper  # noqa: E402
 
 SOURCE = ROOT / "readers" / "c"
 # A sanitizer report makes grread exit with this status (never 0, 1 or 2).

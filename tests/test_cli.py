@@ -213,7 +213,7 @@ def test_record_unregistered_env_suggests_import(tmp_path, capsys):
 
 
 def test_record_vector_env_and_replay(tmp_path, capsys):
-    pytest.importorskip("gym_recorder.vector", reason="gym_recorder.vector not written yet")
+    pytest.importorskip("gym_recorder.record.vector", reason="gym_recorder.record.vector not written yet")
     d = tmp_path / "vec"
     assert cli.main(["record", "CartPole-v1", "-d", str(d), "--num-envs", "3", "--episodes",
                      "6", "--seed", "5"]) == 0
@@ -390,7 +390,7 @@ def test_missing_extra_names_it(cartpole, tmp_path, monkeypatch, capsys):
 
 def test_missing_cloud_extra_names_the_checkout_install(cartpole, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # import fails
-    monkeypatch.delitem(sys.modules, "gym_recorder.cloud", raising=False)
+    monkeypatch.delitem(sys.modules, "gym_recorder.integrations.cloud", raising=False)
     assert cli.main(["push", str(cartpole), "file:///nowhere/x"]) == 1
     (line,) = error_lines(capsys)
     assert 'python -m pip install ".[cloud]" in the gym_recorder checkout' in line, line
@@ -461,7 +461,7 @@ def test_video_by_replaying_renders_the_recorded_frames(images, tmp_path, capsys
     pytest.importorskip("imageio_ffmpeg")
     import imageio.v2 as iio2
 
-    from gym_recorder.replay import replay_frames
+    from gym_recorder.replay.run import replay_frames
 
     check = replay_frames(images, 1)  # Image-v0 renders exactly its observation
     with RecordingReader(images) as reader:
@@ -568,7 +568,7 @@ def test_verify_and_repair(cartpole, capsys):
 
 
 def test_first_difference_names_where_values_differ():
-    from gym_recorder.compare import first_difference
+    from gym_recorder.replay.compare import first_difference
 
     recorded = {"position": np.array([0.5, np.nan], np.float32), "pair": (np.int64(2), "ab")}
     assert first_difference(recorded, {"position": np.array([0.5, np.nan], np.float32),

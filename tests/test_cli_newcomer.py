@@ -119,7 +119,8 @@ def test_one_episode_one_step(tmp_path):
 NO_TQDM = """
 import sys
 sys.modules["tqdm"] = None  # as if tqdm were not installed
-from gym_recorder import cli, cli_record
+from gym_recorder import cli
+from gym_recorder.cli import record as cli_record
 cli_record.PLAIN_PROGRESS_INTERVAL = 0.2
 sys.exit(cli.main(sys.argv[1:]))
 """

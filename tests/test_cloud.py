@@ -16,7 +16,7 @@ import pytest
 
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
 from gym_recorder.errors import StorageError
-from gym_recorder.transitions import transitions
+from gym_recorder.training.transitions import transitions
 from needs import need_module
 from services import free_port
 
@@ -25,7 +25,7 @@ from conftest import ROOT, record_cartpole
 
 def _cloud():
     need_module("fsspec", 'pip install ".[cloud]"')
-    from gym_recorder import cloud
+    from gym_recorder.integrations import cloud
 
     return cloud
 
@@ -180,7 +180,7 @@ def test_unreachable_refused_and_missing_are_named(s3, tmp_path):
 PUSH_SLOWLY = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from gym_recorder import cloud
+from gym_recorder.integrations import cloud
 fs, _ = cloud.open_fs(sys.argv[3], {})  # the instance push gets too (fsspec caches it)
 put = fs.put_file
 def put_slowly(local, remote, **kw):

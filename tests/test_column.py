@@ -13,8 +13,8 @@ from gymnasium.wrappers import TransformObservation
 import sample_envs  # noqa: F401
 from gym_recorder import (ChecksumError, FormatError, RecordingClosedError, RecordingReader,
                           RecordingWrapper)
-from gym_recorder import assemble as assemble_module
-from gym_recorder.envgroups import MixedEnvsWarning
+from gym_recorder.read import assemble as assemble_module
+from gym_recorder.read.envgroups import MixedEnvsWarning
 from gym_recorder.errors import EmptySelectionError, OutsideSpaceWarning, UnsupportedSpaceError
 
 from conftest import assert_same, run_random

@@ -1,4 +1,4 @@
-"""A batch decoded column by column (gym_recorder.columns) gives exactly what the entry-by-entry
+"""A batch decoded column by column (gym_recorder.read.columns) gives exactly what the entry-by-entry
 path gives, and a bad reference in any entry of it is refused with the same error."""
 
 from __future__ import annotations

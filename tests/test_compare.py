@@ -1,4 +1,4 @@
-"""gym_recorder.compare on its own: what "the same" means when a replay is checked."""
+"""gym_recorder.replay.compare on its own: what "the same" means when a replay is checked."""
 
 import math
 
@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from gym_recorder.compare import first_difference, same_float, tree_row
+from gym_recorder.replay.compare import first_difference, same_float, tree_row
 
 
 def test_a_reseeded_cartpole_returns_the_same_and_a_step_apart_differs():

@@ -25,8 +25,8 @@ import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.integrity import repair, verify
-from gym_recorder import writer as writer_module
-from gym_recorder.writer import MAX_PENDING_BATCHES
+from gym_recorder.record import writer as writer_module
+from gym_recorder.record.writer import MAX_PENDING_BATCHES
 
 # Batches written but waiting for the manifest rewrite that commits several at once (0 when the
 # writer commits each batch on its own).
@@ -39,7 +39,7 @@ TEMP_RE = re.compile(r"tmp[a-z0-9_]{8}")
 
 CHILD = textwrap.dedent("""
     import os, sys, time
-    import gym_recorder.writer as w
+    import gym_recorder.record.writer as w
     from gym_recorder import RecordingWrapper
     from sample_envs.envs import ImageEnv
 

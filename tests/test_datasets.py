@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from gym_recorder import RecordingReader
-from gym_recorder.datasets import EpisodeDataset, TransitionDataset, WindowDataset
+from gym_recorder.training.datasets import EpisodeDataset, TransitionDataset, WindowDataset
 from gym_recorder.errors import EmptySelectionError
-from gym_recorder.sampling import windows
-from gym_recorder.selection import split
-from gym_recorder.transitions import transitions
+from gym_recorder.training.sampling import windows
+from gym_recorder.training.selection import split
+from gym_recorder.training.transitions import transitions
 
 from training_helpers import assert_tree, record
 

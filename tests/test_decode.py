@@ -1,4 +1,4 @@
-"""gym_recorder.decode on its own: batch JSON parsed and checked, array references read exactly."""
+"""gym_recorder.read.decode on its own: batch JSON parsed and checked, array references read exactly."""
 
 import json
 import zlib
@@ -9,10 +9,10 @@ import pytest
 
 from conftest import run_random
 from gym_recorder import ChecksumError, FormatError, RecordingWrapper
-from gym_recorder.decode import STACKED, Decoder, PartData, parse_batch
+from gym_recorder.read.decode import STACKED, Decoder, PartData, parse_batch
 from gym_recorder.format import ALIGNMENT
-from gym_recorder.manifest import load_manifests
-from gym_recorder.storage import LocalStorage
+from gym_recorder.read.manifest import load_manifests
+from gym_recorder.read.storage import LocalStorage
 
 BIN = "p.ep000000000.bin"
 

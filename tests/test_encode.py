@@ -1,5 +1,5 @@
-"""gym_recorder.encode on its own: a Batch from the buffer encoded to a batch JSON and a .bin,
-then read back through the reader's decode path (gym_recorder.decode), on real envs."""
+"""gym_recorder.record.encode on its own: a Batch from the buffer encoded to a batch JSON and a .bin,
+then read back through the reader's decode path (gym_recorder.read.decode), on real envs."""
 
 import io
 import json
@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import sample_envs  # noqa: F401
-from gym_recorder.buffer import StepBuffer
-from gym_recorder.decode import Decoder
-from gym_recorder.encode import BatchEncoder
+from gym_recorder.record.buffer import StepBuffer
+from gym_recorder.read.decode import Decoder
+from gym_recorder.record.encode import BatchEncoder
 from gym_recorder.format import ALIGNMENT, FORMAT_NAME, FORMAT_VERSION
-from gym_recorder.spaces import Layout
-from gym_recorder.storage import LocalStorage
-from gym_recorder.wrapper import env_header
+from gym_recorder.format.spaces import Layout
+from gym_recorder.read.storage import LocalStorage
+from gym_recorder.record.wrapper import env_header
 
 BIN, JSON = "p.ep000000007.bin", "p.ep000000007.json"
 

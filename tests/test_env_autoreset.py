@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.replay import replay_recording
+from gym_recorder.replay.run import replay_recording
 
 
 def test_autoreset_steps_begin_new_episodes(tmp_path):

@@ -23,8 +23,8 @@ import sample_envs  # noqa: F401  (registers sample_envs/...)
 from conftest import TruthCollector, TruthEpisode, assert_episode_matches
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.integrity import verify
-from gym_recorder.replay import replay_recording
-from gym_recorder.transitions import transitions
+from gym_recorder.replay.run import replay_recording
+from gym_recorder.training.transitions import transitions
 from needs import need_module
 
 mk = gym.make
@@ -223,7 +223,7 @@ def test_minari_export_of_numpy_wrapper_arguments_keeps_the_data(tmp_path, minar
     EnvSpec.to_json(), which raised TypeError ("Object of type float32 is not JSON
     serializable") from inside Minari and exported nothing."""
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     _record_outside(W.RescaleObservation(mk("Pendulum-v1"), np.float32(-1), np.float32(1)),
                     tmp_path / "rec", episodes=2, steps=8)
@@ -251,7 +251,7 @@ def test_minari_export_leaves_out_an_env_spec_that_is_not_the_recorded_env(tmp_p
     dataset's. ReshapeObservation's spec does not survive Minari's JSON (its shape comes back a
     list, which the wrapper refuses): recover_environment() raised."""
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     _record_outside(wrap(mk("CartPole-v1")), tmp_path / "rec", episodes=2, steps=8)
     result = export_minari(tmp_path / "rec", f"test/{name.lower()}-v0")
@@ -262,7 +262,7 @@ def test_minari_export_leaves_out_an_env_spec_that_is_not_the_recorded_env(tmp_p
 
 def test_minari_export_keeps_a_rebuildable_wrapper_stack(tmp_path, minari_root):
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     _record_outside(W.FrameStackObservation(W.ClipReward(mk("CartPole-v1"), 0.0, 0.5), 3),
                     tmp_path / "rec", episodes=2, steps=8)
@@ -279,7 +279,7 @@ def test_minari_export_keeps_a_rebuildable_wrapper_stack(tmp_path, minari_root):
 def test_npz_export_of_observations_outside_the_space_names_the_cause(tmp_path):
     """TransformObservation without a new space, returning (3,) rows for a (4,) Box: npz export
     refused it as "a leaf of this space (Sequence, Graph or OneOf)", which a Box is not."""
-    from gym_recorder.export import ExportError, export_npz
+    from gym_recorder.integrations.export import ExportError, export_npz
 
     with pytest.warns(UserWarning, match="does not match the space's shape"):
         _record_outside(W.TransformObservation(mk("CartPole-v1"), lambda o: o[:3], None),

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.envgroups import MixedEnvsWarning
-from gym_recorder.export import ExportError, export_npz, plot_returns, summarize
+from gym_recorder.read.envgroups import MixedEnvsWarning
+from gym_recorder.integrations.export import ExportError, export_npz, plot_returns, summarize
 from needs import need_module
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -255,8 +255,8 @@ def test_parts_that_join_only_by_rounding_come_back_as_rows(tmp_path):
     """An episode whose batches store one leaf as int64 (beyond 2**53) and as float64 comes
     back exactly, as a list of rows; so do reader.column and transitions; Parquet refuses."""
     from gym_recorder.errors import UnsupportedSpaceError
-    from gym_recorder.parquet import export_parquet
-    from gym_recorder.transitions import transitions
+    from gym_recorder.integrations.parquet import export_parquet
+    from gym_recorder.training.transitions import transitions
 
     values = _big_then_float(tmp_path / "rec")
     want = [v.tolist() for v in values]

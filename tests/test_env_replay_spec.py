@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium.wrappers import RescaleAction, TimeAwareObservation, TransformObservation
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.replay import replay_recording
+from gym_recorder.replay.run import replay_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 

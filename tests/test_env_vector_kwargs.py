@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 from gym_recorder import RecordingReader, RecordingVectorWrapper
-from gym_recorder.replay import replay_frames, replay_recording
+from gym_recorder.replay.run import replay_frames, replay_recording
 from needs import need_module
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from gymnasium.wrappers import TransformObservation
 
 import sample_envs  # noqa: F401  (registers sample_envs/...)
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
-from gym_recorder.transitions import tree_map
+from gym_recorder.training.transitions import tree_map
 
 from hostile import FIELDS, batch_names, load_manifest, rewrite_batch
 from training_helpers import assert_tree, record

@@ -1,4 +1,4 @@
-"""gym_recorder.fileio on its own: strict JSON, safe opens, bounded JSON files and the CRC-32."""
+"""gym_recorder.format.fileio on its own: strict JSON, safe opens, bounded JSON files and the CRC-32."""
 
 import os
 import zlib
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gym_recorder import FormatError, RecordingWrapper
-from gym_recorder import fileio
+from gym_recorder.format import fileio
 from gym_recorder.format import MAX_JSON_BYTES
 
 

@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder
 import sample_envs  # noqa: E402,F401  (registers the sample env ids)
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper  # noqa: E402
 from gym_recorder.errors import UnsupportedSpaceError  # noqa: E402
-from gym_recorder.transitions import transitions  # noqa: E402
+from gym_recorder.training.transitions import transitions  # noqa: E402
 
 # Examples per test: together the file runs in about 10-20 s on 2 cores.
 EXAMPLES = 300

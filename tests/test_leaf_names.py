@@ -13,7 +13,7 @@ from gymnasium import spaces
 
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.errors import UnsupportedSpaceError
-from gym_recorder.export import export_npz
+from gym_recorder.integrations.export import export_npz
 from needs import need_module
 
 
@@ -57,7 +57,7 @@ def test_npz_refuses_two_leaves_of_one_name(tmp_path):
 
 def test_parquet_refuses_two_leaves_of_one_name(tmp_path):
     need_module("pyarrow", 'pip install ".[arrow]"')
-    from gym_recorder.parquet import export_parquet
+    from gym_recorder.integrations.parquet import export_parquet
 
     _record(tmp_path / "rec", ".")
     with pytest.raises(UnsupportedSpaceError, match=r"column obs\.a\.b: two leaves"):
@@ -68,7 +68,7 @@ def test_parquet_refuses_two_leaves_of_one_name(tmp_path):
 @pytest.mark.usefixtures("ray_cluster")
 def test_ray_refuses_two_leaves_of_one_name(tmp_path):
     need_module("ray.data", 'pip install ".[ray]"')
-    from gym_recorder.ray import read_recording
+    from gym_recorder.integrations.ray import read_recording
 
     _record(tmp_path / "rec", ".")
     with pytest.raises(UnsupportedSpaceError, match=r"column obs\.a\.b: two leaves"):

@@ -208,7 +208,7 @@ def test_transitions_of_legacy_episodes_of_different_shapes_are_refused_by_name(
     image frames) do not stack. transitions() said so with numpy's bare ValueError; now it
     names the rows, as reader.column() does, and each writer's episodes still give theirs."""
     from gym_recorder.errors import UnsupportedSpaceError
-    from gym_recorder.transitions import transitions
+    from gym_recorder.training.transitions import transitions
 
     episodes = make_legacy(tmp_path)
     with RecordingReader(tmp_path) as reader:

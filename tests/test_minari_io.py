@@ -41,7 +41,7 @@ def _assert_same_recordings(a, b):
 ])
 def test_ours_to_minari_to_ours_is_identical(tmp_path, minari_root, env_id, kwargs, episodes):
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari, import_minari
+    from gym_recorder.integrations.minari_io import export_minari, import_minari
 
     rec = tmp_path / "rec"
     record(rec, env_id, episodes, seed=5, env_kwargs=kwargs)
@@ -73,7 +73,7 @@ def test_minari_datacollector_dataset_imports_equal(tmp_path, minari_root):
     need_module("jax", 'pip install "minari[create]"')
     from minari import DataCollector
 
-    from gym_recorder.minari_io import import_minari
+    from gym_recorder.integrations.minari_io import import_minari
 
     env = DataCollector(gym.make("CartPole-v1"), record_infos=True)
     env.action_space.seed(0)
@@ -129,7 +129,7 @@ class _Infos(gym.Wrapper):
 def test_export_keeps_the_infos_minari_can_hold_and_names_the_others(tmp_path, minari_root):
     need_module("minari", 'pip install ".[minari]"')
     from gym_recorder import RecordingWrapper
-    from gym_recorder.minari_io import export_minari, import_minari
+    from gym_recorder.integrations.minari_io import export_minari, import_minari
 
     rec = tmp_path / "rec"
     env = RecordingWrapper(_Infos(gym.make("CartPole-v1")), rec)
@@ -171,7 +171,7 @@ class _SequenceEnv(gym.Env):
 def test_bad_minari_input_is_a_named_error(tmp_path, minari_root):
     need_module("minari", 'pip install ".[minari]"')
     from gym_recorder.errors import UnsupportedSpaceError
-    from gym_recorder.minari_io import export_minari, import_minari
+    from gym_recorder.integrations.minari_io import export_minari, import_minari
 
     from gym_recorder import RecordingWrapper
 
@@ -209,7 +209,7 @@ def test_minari_dataset_with_a_space_we_cannot_represent_is_refused(tmp_path, mi
     from minari.serialization import deserialize_space, serialize_space
 
     from gym_recorder.errors import UnsupportedSpaceError
-    from gym_recorder.minari_io import import_minari
+    from gym_recorder.integrations.minari_io import import_minari
 
     serialize_space.register(_Ring)(
         lambda space, to_string=True: '{"type": "GymRecorderTestRing"}' if to_string
@@ -234,9 +234,9 @@ def test_export_skips_zero_step_episodes_and_describes_the_selected_writer(tmp_p
     chosen env's episodes with that env's spaces (not the first writer's)."""
     minari = need_module("minari", 'pip install ".[minari]"')
     from gym_recorder import RecordingWrapper, cli
-    from gym_recorder.envgroups import MixedEnvsWarning
+    from gym_recorder.read.envgroups import MixedEnvsWarning
     from gym_recorder.errors import EmptySelectionError, UnsupportedSpaceError
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     rec = tmp_path / "rec"
     record(rec, "CartPole-v1", 3, seed=1)
@@ -276,7 +276,7 @@ def test_export_refuses_dict_keys_minari_would_read_back_as_paths(tmp_path, mina
     need_module("minari", 'pip install ".[minari]"')
     from gym_recorder import RecordingWrapper
     from gym_recorder.errors import UnsupportedSpaceError
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     space = gym.spaces.Dict({"a/b": gym.spaces.Discrete(3), "c": gym.spaces.Discrete(2)})
     env = RecordingWrapper(gym.wrappers.TimeLimit(_SlashEnv(space), 4), tmp_path / "rec")
@@ -311,7 +311,7 @@ def test_damaged_minari_datasets_are_named_errors_and_write_nothing(tmp_path, mi
     import h5py
 
     from gym_recorder.errors import DatasetError, DatasetNotFoundError
-    from gym_recorder.minari_io import export_minari, import_minari
+    from gym_recorder.integrations.minari_io import export_minari, import_minari
 
     rec = tmp_path / "rec"
     record(rec, "CartPole-v1", 3, seed=2)
@@ -360,7 +360,7 @@ def test_vector_recording_exports_with_the_sub_env_spec(tmp_path, minari_root, m
     must not reach the single env (CartPoleEnv() got num_envs: the export failed)."""
     minari = need_module("minari", 'pip install ".[minari]"')
     from gym_recorder import RecordingVectorWrapper
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     rec = tmp_path / "rec"
     envs = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=2,
@@ -386,7 +386,7 @@ def test_vector_recording_exports_with_the_sub_env_spec(tmp_path, minari_root, m
 def test_an_env_that_cannot_be_made_again_exports_with_the_spaces_only(tmp_path, minari_root,
                                                                        monkeypatch):
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     rec = tmp_path / "rec"
     record(rec, "CartPole-v1", 2, seed=3)
@@ -408,7 +408,7 @@ def test_export_keeps_the_recorded_time_limit(tmp_path, minari_root):
     """gym.make(id, max_episode_steps=N) is in the recorded spec: the dataset's env spec (and the
     env recover_environment() makes) has N, not the registry's limit."""
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     rec = tmp_path / "rec"
     record(rec, "CartPole-v1", 3, seed=0, env_kwargs={"max_episode_steps": 7})
@@ -429,7 +429,7 @@ def test_export_keeps_the_recorded_wrappers_or_leaves_the_env_out(tmp_path, mina
     from gymnasium.wrappers import FlattenObservation, TransformObservation
 
     from gym_recorder import RecordingWrapper
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     def rec(path, wrap):
         env = RecordingWrapper(wrap(gym.make("sample_envs/NestedDict-v0", episode_length=4)),
@@ -474,7 +474,7 @@ def test_export_keeps_a_wrapper_that_takes_only_env(tmp_path, minari_root):
     RecordConstructorArgs"; before replay rebuilt such wrappers the env was left out)."""
     minari = need_module("minari", 'pip install ".[minari]"')
     from gym_recorder import RecordingWrapper
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     env = RecordingWrapper(_EnvOnlyWrapper(gym.make("sample_envs/NestedDict-v0",
                                                     episode_length=4)), tmp_path / "rec")
@@ -498,7 +498,7 @@ def test_export_names_an_unknown_space_inside_a_dict(tmp_path, minari_root):
     need_module("minari", 'pip install ".[minari]"')
     from gym_recorder import RecordingWrapper
     from gym_recorder.errors import UnsupportedSpaceError
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     class Env(gym.Env):
         observation_space = gym.spaces.Dict({"direction": gym.spaces.Discrete(4),
@@ -524,7 +524,7 @@ def test_an_env_spec_that_is_not_an_object_exports_with_the_spaces(tmp_path, min
     """A manifest whose env_spec is not a JSON object (the reader accepts it): the export raised
     AttributeError ('list' object has no attribute 'get'); the env is made from the registry."""
     minari = need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     rec = tmp_path / "rec"
     record(rec, "CartPole-v1", 2)

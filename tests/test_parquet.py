@@ -10,8 +10,8 @@ import pytest
 
 from gym_recorder import RecordingReader
 from gym_recorder.errors import OutputExistsError
-from gym_recorder.parquet import export_parquet
-from gym_recorder.transitions import transitions, tree_leaves
+from gym_recorder.integrations.parquet import export_parquet
+from gym_recorder.training.transitions import transitions, tree_leaves
 
 from needs import need_module
 from training_helpers import record
@@ -214,7 +214,7 @@ def test_parquet_refuses_colliding_names_and_empty_rows_leaving_nothing(tmp_path
 def test_parquet_of_one_env_of_a_mixed_directory_describes_that_env(tmp_path, capsys):
     need_module("pyarrow", 'pip install ".[arrow]"')
     from gym_recorder import cli
-    from gym_recorder.envgroups import MixedEnvsWarning
+    from gym_recorder.read.envgroups import MixedEnvsWarning
     from gym_recorder.errors import UnsupportedSpaceError
 
     rec = tmp_path / "rec"

@@ -1,4 +1,4 @@
-"""gym_recorder.ray on a real local Ray cluster (2 CPUs, shared by the session's tests)."""
+"""gym_recorder.integrations.ray on a real local Ray cluster (2 CPUs, shared by the session's tests)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 
 def _ray_mod():
     need_module("ray.data", 'pip install ".[ray]"')
-    from gym_recorder import ray as gr_ray
+    from gym_recorder.integrations import ray as gr_ray
 
     return gr_ray
 
@@ -294,7 +294,7 @@ def test_record_parallel_with_a_creator_and_policy(tmp_path):
 
 def test_read_recording_from_s3_equals_the_local_reader(s3, tmp_path):
     gr_ray = _ray_mod()
-    from gym_recorder.cloud import push
+    from gym_recorder.integrations.cloud import push
 
     d = tmp_path / "img"
     make, episodes, target = ENVS["image"]
@@ -416,7 +416,7 @@ def test_record_parallel_failures_say_why_in_one_line(tmp_path):
     """A worker's exception comes back as its type and message (not Ray's traceback cut before
     them); an id that cannot be made and a URL as directory fail before any actor starts."""
     gr_ray = _ray_mod()
-    from gym_recorder.replay import ReplayError
+    from gym_recorder.replay.run import ReplayError
 
     summary = gr_ray.record_parallel(lambda: _Explodes(gym.make("CartPole-v1")), tmp_path / "x",
                                      num_workers=2, episodes_per_worker=1, seed=0)

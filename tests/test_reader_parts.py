@@ -11,7 +11,7 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder import ChecksumError, FormatError, RecordingReader, RecordingWrapper
-from gym_recorder import assemble as assemble_module
+from gym_recorder.read import assemble as assemble_module
 
 STEPS = 400  # one Image-v0 episode; 16x16x3 frames at 20 kB a batch: about 25 batches
 
@@ -189,7 +189,7 @@ def _open_fds():
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def test_small_episodes_keep_few_files_open_and_own_their_bytes(tmp_path):
-    from gym_recorder.batchcache import BATCH_CACHE_SIZE
+    from gym_recorder.read.batchcache import BATCH_CACHE_SIZE
 
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=4_000)
     env.action_space.seed(1)

@@ -6,7 +6,7 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
-from gym_recorder.storage import LocalStorage
+from gym_recorder.read.storage import LocalStorage
 
 
 def _record(directory, env_id, steps, **kwargs):

@@ -53,7 +53,7 @@ def _blocks(text: str) -> list[list[str]]:
 
 
 # Snippets left out: they need torch, Ray (its own test: tests/test_ray.py) or an S3 server.
-_SNIPPET_NEEDS = ("import torch", "gym_recorder.ray", "s3://")
+_SNIPPET_NEEDS = ("import torch", "gym_recorder.integrations.ray", "s3://")
 
 
 def _runnable_snippet(lines: list[str]) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gym_recorder import RecordingReader
-from gym_recorder import fileio
+from gym_recorder.format import fileio
 from gym_recorder.errors import RepairError
 from gym_recorder.integrity import repair, verify
 

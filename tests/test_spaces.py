@@ -1,4 +1,4 @@
-"""gym_recorder.spaces on its own: space descriptions, rebuilt spaces and the layout of leaves."""
+"""gym_recorder.format.spaces on its own: space descriptions, rebuilt spaces and the layout of leaves."""
 
 import json
 
@@ -8,7 +8,7 @@ from gymnasium import spaces
 
 from gym_recorder import FormatError
 from gym_recorder.format import MAX_NESTING
-from gym_recorder.spaces import (ArrayLeaf, DictNode, Layout, TupleNode, ValuesLeaf, build_space,
+from gym_recorder.format.spaces import (ArrayLeaf, DictNode, Layout, TupleNode, ValuesLeaf, build_space,
                                  decode_values_leaf, describe_space)
 
 SPACES = [

@@ -1,4 +1,4 @@
-"""The rules the format's specification (gym_recorder/format.py) states, one test each.
+"""The rules the format's specification (gym_recorder/format/__init__.py) states, one test each.
 
 Each test records (or hand-writes) a recording, looks at the files as a reader written from the
 spec alone would, and checks that the writer, the reader and ``verify`` do what the spec says.
@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import gym_recorder.fileio as fileio
+import gym_recorder.format.fileio as fileio
 import gym_recorder.format as fmt
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper, UnsupportedValueError
 from gym_recorder.integrity import verify
@@ -466,7 +466,7 @@ def test_legacy_dtype_names_empty_columns_and_made_up_fields(tmp_path):
 
 def test_the_spec_names_its_example_readers():
     doc = fmt.__doc__
-    assert "readers/c/" in doc and "gym_recorder/viewer/decode.js" in doc
+    assert "readers/c/" in doc and "gym_recorder/integrations/viewer/decode.js" in doc
     for name in ("Makefile", "grr.h", "grread.c"):
         assert os.path.isfile(ROOT / "readers" / "c" / name)
 

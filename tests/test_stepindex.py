@@ -18,11 +18,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import gym_recorder.reader as reader_module
+import gym_recorder.read.reader as reader_module
 import sample_envs  # noqa: F401  (registers sample_envs/...)
 from gym_recorder import FormatError, RecordingReader, RecordingVectorWrapper, RecordingWrapper
 from gym_recorder.integrity import repair, verify
-from gym_recorder.transitions import transitions
+from gym_recorder.training.transitions import transitions
 
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
 
@@ -424,7 +424,7 @@ def test_following_parts_does_not_rebuild_the_batch_list_per_part(tmp_path, monk
     transitions() 19 s, now 5.7 s)."""
     import bisect as bisect_module
 
-    import gym_recorder.stepindex as stepindex
+    import gym_recorder.read.stepindex as stepindex
 
     _record_vector(tmp_path, 400)
     seen: list[list[int]] = []  # (kept alive, so that ids are not reused)

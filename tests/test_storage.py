@@ -1,4 +1,4 @@
-"""gym_recorder.storage: the one door the reader's bytes come through."""
+"""gym_recorder.read.storage: the one door the reader's bytes come through."""
 
 import os
 import threading
@@ -10,8 +10,8 @@ import pytest
 import sample_envs  # noqa: F401
 from conftest import assert_same, run_random
 from gym_recorder import FormatError, RecordingReader, RecordingWrapper
-from gym_recorder import storage as storage_module
-from gym_recorder.storage import LocalStorage, Storage, open_storage
+from gym_recorder.read import storage as storage_module
+from gym_recorder.read.storage import LocalStorage, Storage, open_storage
 
 
 def _fds() -> int:

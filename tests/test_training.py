@@ -7,9 +7,9 @@ import pytest
 
 from gym_recorder import RecordingReader
 from gym_recorder.errors import EmptySelectionError
-from gym_recorder.sampling import sample_episodes, windows
-from gym_recorder.selection import select, split
-from gym_recorder.transitions import transitions
+from gym_recorder.training.sampling import sample_episodes, windows
+from gym_recorder.training.selection import select, split
+from gym_recorder.training.transitions import transitions
 
 from training_helpers import assert_tree, record, tree_cat, tree_rows
 
@@ -165,7 +165,7 @@ def test_readme_training_example_runs(tmp_path, monkeypatch):
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-               if "from gym_recorder.transitions import transitions" in b]
+               if "from gym_recorder.training.transitions import transitions" in b]
     monkeypatch.chdir(tmp_path)
     assert cli.main(["record", "CartPole-v1", "--episodes", "10", "--directory",
                      "recordings/cartpole", "--seed", "0", "-q"]) == 0
@@ -182,8 +182,8 @@ def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_pat
     # tiny batches: every episode is split into parts over several batch files
     truth = record(tmp_path, "sample_envs/Image-v0", 4, seed=9, target_batch_bytes=3000,
                    env_kwargs={"height": 6, "width": 5, "episode_length": 23})
-    import gym_recorder.reader as reader_module
-    from gym_recorder.storage import LocalStorage
+    import gym_recorder.read.reader as reader_module
+    from gym_recorder.read.storage import LocalStorage
 
     read, files = [], set()
     original = RecordingReader.read_batch
@@ -219,8 +219,8 @@ def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_pat
 def test_bad_requests_are_named_errors(cartpole, tmp_path):
     """Indices that are not ints, duplicates in a split, negative or empty draws, and a
     selection spanning writers of different spaces: each a clear error, never numpy's."""
-    from gym_recorder.datasets import TransitionDataset
-    from gym_recorder.envgroups import MixedEnvsWarning
+    from gym_recorder.training.datasets import TransitionDataset
+    from gym_recorder.read.envgroups import MixedEnvsWarning
     from gym_recorder.errors import UnsupportedSpaceError
 
     d, _ = cartpole

@@ -1,4 +1,4 @@
-"""gym_recorder.values on its own: VALUEs encode to strict JSON and decode back to the same value."""
+"""gym_recorder.format.values on its own: VALUEs encode to strict JSON and decode back to the same value."""
 
 import json
 import math
@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from gym_recorder import FormatError, UnsupportedValueError
 from gym_recorder.format import MAX_NESTING
-from gym_recorder.values import decode_value, encode_value
+from gym_recorder.format.values import decode_value, encode_value
 
 
 class Bin:

@@ -27,7 +27,7 @@ from needs import need_module
 from test_vector import VectorTruth, check, drive, reconstruct
 
 from gym_recorder import RecordingReader, RecordingVectorWrapper
-from gym_recorder.replay import replay_recording
+from gym_recorder.replay.run import replay_recording
 
 NEXT, SAME, DISABLED = AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED
 MODES = [NEXT, SAME, DISABLED]
@@ -237,7 +237,7 @@ def test_minari_export_leaves_out_the_spec_of_an_env_recorded_through_vector_wra
     """The dataset's env spec was plain Pendulum-v1 (same spaces), though every reward had been
     clipped: recover_environment() gave another env than the data's."""
     need_module("minari", 'pip install ".[minari]"')
-    from gym_recorder.minari_io import export_minari
+    from gym_recorder.integrations.minari_io import export_minari
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari_root"))
     _record(tmp_path / "rec", VW.ClipReward(gym.make_vec("Pendulum-v1", 2,

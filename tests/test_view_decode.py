@@ -1,4 +1,4 @@
-"""The viewer's decoder (gym_recorder/viewer/decode.js) under node: equal to what numpy reads.
+"""The viewer's decoder (gym_recorder/integrations/viewer/decode.js) under node: equal to what numpy reads.
 
 Recordings are written by a real RecordingWrapper over an env whose Dict observation holds a Box
 of every numeric dtype (full-range values, NaN, infinities, -0.0) and whose infos carry unicode
@@ -20,7 +20,7 @@ from gymnasium import spaces
 from needs import need_program
 
 from gym_recorder import RecordingWrapper
-from gym_recorder.view import VIEWER_DIR
+from gym_recorder.integrations.view import VIEWER_DIR
 
 NUMERIC = ["|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8"]
 

@@ -21,7 +21,7 @@ import pytest
 from needs import need_module, need_program
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.view import make_server
+from gym_recorder.integrations.view import make_server
 
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run",

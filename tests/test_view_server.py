@@ -15,7 +15,7 @@ import gymnasium as gym
 import pytest
 
 from gym_recorder import RecordingWrapper
-from gym_recorder.view import make_server
+from gym_recorder.integrations.view import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -303,7 +303,7 @@ def test_an_idle_or_half_sent_request_is_closed_after_the_timeout(recording, mon
     import socket
     import time
 
-    from gym_recorder import view
+    from gym_recorder.integrations import view
 
     assert view.ViewHandler.timeout == view.IDLE_TIMEOUT == 30.0
     monkeypatch.setattr(view.ViewHandler, "timeout", 0.5)  # (the same code path, sooner)

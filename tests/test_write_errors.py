@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder import writer as writer_module
+from gym_recorder.record import writer as writer_module
 from gym_recorder.errors import WriteError
 from gym_recorder.integrity import verify
 from sample_envs.envs import ImageEnv

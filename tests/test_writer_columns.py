@@ -10,7 +10,7 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder import RecorderError, RecordingReader, RecordingWrapper
-from gym_recorder.encode import BatchEncoder
+from gym_recorder.record.encode import BatchEncoder
 
 from conftest import index_span
 

@@ -1,5 +1,5 @@
 /* grr: a small reader of gym_recorder recordings (format version 1), written from the
- * specification in gym_recorder/format.py alone.
+ * specification in gym_recorder/format/__init__.py alone.
  *
  * Every function that can fail returns 0 on success and -1 on failure, with one line of text
  * naming the file and what is wrong in the reader's error buffer (grr_error()).

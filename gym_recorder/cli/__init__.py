@@ -1,0 +1,405 @@
+"""The ``gym-recorder`` command line: argument handling over the library, nothing more.
+
+Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
+``repair``, ``view``, ``push``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each
+one's options and examples. Exit status 0 means success, 1 an error (one line on stderr, no
+traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded
+is kept).
+
+This module holds the parser, :func:`main` and how an error is printed; the commands themselves
+are in :mod:`gym_recorder.cli.record` (``record``, ``replay``, ``video``: they run an env) and
+:mod:`gym_recorder.cli.inspect` (the others: they read, check, export or move a recording), and
+what they share in :mod:`gym_recorder.cli.output`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._version import __version__
+from .inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
+                          cmd_verify, cmd_view)
+from .output import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
+from .record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
+from ..errors import CommandError, RecorderError
+from ..integrations.export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
+from ..integrations.parquet import DEFAULT_MAX_FILE_BYTES
+from ..integrations.view import DEFAULT_HOST, DEFAULT_PORT
+from ..record.wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
+
+__all__ = ["main", "build_parser"]
+
+# Episodes shown by `info` unless --limit says otherwise (the first and last halves).
+DEFAULT_TABLE_LIMIT = 20
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """argparse type for --env-kwargs: a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e})") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"render_mode\": "
+                                         "\"rgb_array\"}'")
+    return value
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _pixels(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT, e.g. 1000x600") from e
+    if w < 1 or h < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: width and height must be positive")
+    return w, h
+
+
+def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
+    """--import (record, replay, video) and --env-kwargs (replay, video)."""
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (repeatable): a package that registers the env "
+                        "or defines its wrappers")
+    if kwargs:
+        p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+                       help="env keyword arguments the recording could not keep (or to "
+                            "override), as a JSON object")
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``gym-recorder`` and its subcommands."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog=PROG, formatter_class=fmt,
+        description="Record Gymnasium environments, and inspect, check, plot, film and export "
+                    "recordings.",
+        epilog=_examples(
+            "gym-recorder record CartPole-v1 --episodes 10 --directory rec --seed 0",
+            "gym-recorder info rec",
+            "gym-recorder replay rec",
+            "gym-recorder COMMAND --help"))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the full traceback of an error (for bug reports)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", "-q", action="store_true",
+                        help="print nothing on success (errors still go to stderr)")
+    # Also after COMMAND; SUPPRESS keeps the subcommand from resetting a --traceback given before.
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of an error (for bug reports)")
+
+    def add(name: str, func: Any, help: str, description: str, epilog: str
+            ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=textwrap.fill(description, 78),
+                           epilog=epilog,
+                           parents=[common], formatter_class=fmt)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("record", cmd_record, "record episodes of an env",
+            "Record a registered Gymnasium env driven by a random policy (or --policy). The "
+            "first reset is seeded with --seed, later ones are not, so `replay` can reproduce "
+            "the run. Ctrl-C stops cleanly: everything recorded so far is kept (exit status "
+            "130).",
+            _examples(
+                "gym-recorder record CartPole-v1 --episodes 10 --directory rec --seed 0",
+                "gym-recorder record Pendulum-v1 --steps 5000 -d rec/pendulum",
+                "gym-recorder record CartPole-v1 -d rec --policy mypolicies:balance",
+                "gym-recorder record CartPole-v1 -d rec --env-kwargs "
+                "'{\"render_mode\": \"rgb_array\"}'",
+                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
+    p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
+                                  "'module:EnvId' imports module first)")
+    p.add_argument("--directory", "-d", required=True, metavar="DIR",
+                   help="the recording directory (created if missing)")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--episodes", "-n", type=_positive_int, metavar="N",
+                      help=f"stop after this many episodes ended (default {DEFAULT_EPISODES})")
+    stop.add_argument("--steps", type=_positive_int, metavar="N",
+                      help="stop after this many steps (the open episode ends with 'close')")
+    p.add_argument("--seed", type=int, metavar="S",
+                   help="seed of the first reset and of the random policy (default: a random "
+                        "seed, printed)")
+    p.add_argument("--policy", metavar="MODULE:CALLABLE",
+                   help="callable(observation) -> action, imported from MODULE (or a file "
+                        "path.py); default: sample the action space")
+    p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+                   help="keyword arguments for gymnasium.make, as a JSON object")
+    p.add_argument("--num-envs", type=_positive_int, metavar="K",
+                   help="record a vector env of K copies (episodes and steps count all copies; "
+                        "the policy gets and returns batches)")
+    p.add_argument("--target-batch-bytes", type=_positive_int, default=DEFAULT_TARGET_BATCH_BYTES,
+                   metavar="BYTES", help=f"aim for batch files of about this size (default "
+                                         f"{DEFAULT_TARGET_BATCH_BYTES / MB:g} MB)")
+    p.add_argument("--flush-interval", type=_positive_float, default=DEFAULT_FLUSH_INTERVAL,
+                   metavar="SECONDS", help=f"commit buffered steps at least this often (default "
+                                           f"{DEFAULT_FLUSH_INTERVAL:g})")
+    p.add_argument("--file-prefix", metavar="PREFIX",
+                   help="the writer's file prefix (default: unique)")
+    _add_env_options(p, kwargs=False)
+
+    p = add("info", cmd_info, "summarise a recording",
+            "Show a recording's env id, spaces, episodes, steps, returns, writers, bytes on "
+            "disk, and a table of episodes.",
+            _examples("gym-recorder info rec",
+                      "gym-recorder info rec --limit 0     # every episode",
+                      "gym-recorder info rec --json | jq .total_reward_mean"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (with every episode) instead of text")
+    p.add_argument("--limit", type=_non_negative_int, default=DEFAULT_TABLE_LIMIT, metavar="N",
+                   help=f"show at most N episodes in the table, the first and the last ones "
+                        f"(default {DEFAULT_TABLE_LIMIT}; 0 shows all)")
+
+    p = add("replay", cmd_replay, "re-run the env with the recorded seeds and actions",
+            "A determinism check: make the recorded env again, reset it with each episode's "
+            "recorded seed and options, step it with the recorded actions, and compare "
+            "observations, rewards, terminations and truncations exactly. Exit status 1 if any "
+            "episode differs (the first differing step is named: step 0 is the reset, step 1 "
+            "the first env.step, up to the episode's length) or nothing could be checked.",
+            _examples("gym-recorder replay rec",
+                      "gym-recorder replay rec --episode 3 --episode 4",
+                      "gym-recorder replay rec --quiet && echo deterministic"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--episode", "-e", type=int, action="append", metavar="I",
+                   help="check only episode I (repeatable; earlier episodes are replayed as "
+                        "far as needed)")
+    _add_env_options(p, kwargs=True)
+
+    p = add("plot", cmd_plot, "plot episode return and length (needs the [plot] extra)",
+            "Plot the return and the length of every episode. The file type follows the "
+            "suffix of --output (png, svg, pdf).",
+            _examples("gym-recorder plot rec -o returns.png",
+                      "gym-recorder plot rec -o returns.svg --size 1600x900"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--output", "-o", required=True, help="the image file to write")
+    p.add_argument("--size", type=_pixels, default=DEFAULT_PLOT_SIZE, metavar="WxH",
+                   help="image size in pixels (default {}x{})".format(*DEFAULT_PLOT_SIZE))
+    p.add_argument("--dpi", type=_positive_int, default=DEFAULT_PLOT_DPI,
+                   help=f"resolution (default {DEFAULT_PLOT_DPI})")
+
+    p = add("video", cmd_video, "film an episode (needs the [video] extra)",
+            "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
+            "inside a Dict), or if there are none by replaying the env with "
+            "render_mode='rgb_array'. mp4 or gif, by the suffix of --output. One frame per "
+            "observation (the reset observation first).",
+            _examples("gym-recorder video rec -o episode0.mp4",
+                      "gym-recorder video rec -o last.gif --episode -1 --fps 15",
+                      "gym-recorder video rec -o cam.mp4 --key camera/rgb"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--output", "-o", required=True, help="the .mp4 or .gif file to write")
+    p.add_argument("--episode", "-e", type=int, default=0, metavar="I",
+                   help="the episode (default 0; negative counts from the end)")
+    p.add_argument("--fps", type=_positive_float,
+                   help=f"frames per second (default: the env's render_fps, else "
+                        f"{DEFAULT_FPS:g})")
+    p.add_argument("--key", help="the Dict observation leaf holding the images, e.g. 'pixels'")
+    p.add_argument("--source", choices=("auto", "observations", "render"), default="auto",
+                   help="where frames come from (default auto: observations if they are "
+                        "images, else render)")
+    _add_env_options(p, kwargs=True)
+
+    p = add("export", cmd_export, "write all episodes into one flat file",
+            "Concatenate every episode into one .npz: observations (N+1 rows per episode), "
+            "actions, rewards, terminations, truncations (N rows per episode), and "
+            "episode_starts, episode_lengths, observation_starts, episode_seeds, "
+            "episode_sub_envs. Dict and Tuple leaves get names like observations/position. "
+            "See the README for how to index them. --format parquet writes a Hugging Face "
+            "dataset folder (data/*.parquet, README.md, gym_recorder.json) and --format minari "
+            "a Minari dataset into Minari's root (README, section Training).",
+            _examples("gym-recorder export rec --format npz -o rec.npz",
+                      "gym-recorder export rec --format parquet -o rec_parquet",
+                      "gym-recorder export rec --format minari --dataset-id me/cartpole-v0",
+                      "python -c \"import numpy as np; d = np.load('rec.npz'); "
+                      "print(d['rewards'][d['episode_starts'][1]])\""))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--format", "-f", choices=("npz", "parquet", "minari"), default="npz",
+                   help="output format (default npz); parquet: a Hugging Face dataset folder "
+                        "(needs gymnasium-recorder[arrow]); minari: a Minari dataset in Minari's root "
+                        "(needs gymnasium-recorder[minari])")
+    p.add_argument("--output", "-o",
+                   help="the file (npz) or folder (parquet) to write; not for minari")
+    p.add_argument("--dataset-id", metavar="NS/NAME-vN", help="the Minari dataset id (minari)")
+    p.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES,
+                   metavar="BYTES",
+                   help=f"largest Parquet file, in bytes of column data (default "
+                        f"{DEFAULT_MAX_FILE_BYTES >> 20} MiB)")
+    p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
+    p.add_argument("--env", metavar="ID",
+                   help="export only the episodes of this env id (needed when the directory "
+                        "holds several envs)")
+
+    p = add("verify", cmd_verify, "check every file of a recording",
+            "Check every manifest, batch file and array (sizes, checksums) of a recording; "
+            "print one line 'path: message' per problem. Exit status 1 if there is any.",
+            _examples("gym-recorder verify rec"))
+    p.add_argument("directory", help="the recording directory")
+
+    p = add("repair", cmd_repair, "make a damaged recording readable again",
+            "Move aside what cannot be read (e.g. batches lost in a power failure) so that "
+            "everything else reads; print one line per action taken.",
+            _examples("gym-recorder repair rec && gym-recorder verify rec"))
+    p.add_argument("directory", help="the recording directory")
+
+    p = add("view", cmd_view, "look at a recording in the browser",
+            "Serve a page that shows the episodes of a recording (table, charts, frames) and "
+            "the recording's files, read-only, and open it in the browser. The URL is the first "
+            "line printed. The page reads the raw files itself; reload it (or press its "
+            "refresh button) to see batches committed since. Ctrl-C stops the server.",
+            _examples("gym-recorder view rec",
+                      "gym-recorder view rec --port 8000 --no-browser"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
+                   help=f"the port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--host", default=DEFAULT_HOST, metavar="H",
+                   help=f"the address to bind (default {DEFAULT_HOST}: this machine only)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+
+    p = add("push", cmd_push, "upload a recording to object storage (needs gymnasium-recorder[cloud])",
+            "Upload a recording to any fsspec URL (s3://, gs://, file://...), incrementally: "
+            "batches the URL does not hold yet first, then the manifests, so that a reader of "
+            "the URL never sees a manifest naming a missing batch, and an interrupted push "
+            "leaves it readable. A re-run uploads only what is new. The standard environment "
+            "of the filesystem applies (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).",
+            _examples("gym-recorder push rec s3://bucket/rec",
+                      "gym-recorder push rec s3://bucket/rec --storage-options "
+                      "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}'"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("url", help="the destination URL")
+    p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+                   help="a JSON object of options for the fsspec filesystem")
+    add_training_parsers(add)
+    return parser
+
+
+def add_training_parsers(add: Any) -> None:
+    """Adds ``import-minari`` (``export --format parquet|minari`` extends ``export``)."""
+    p = add("import-minari", cmd_import_minari, "read a Minari dataset into a new recording "
+            "(needs gymnasium-recorder[minari])",
+            "Read every episode of a Minari dataset (an id in Minari's local root, "
+            "MINARI_DATASETS_PATH honoured, or the path of a dataset's folder, the one holding "
+            "data/) into a new recording directory, bit-exact, with seeds, options and infos.",
+            _examples("gym-recorder import-minari D4RL/door/human-v2 rec/door",
+                      "gym-recorder import-minari ~/.minari/datasets/me/cartpole-v0 rec/cp"))
+    p.add_argument("dataset", help="a Minari dataset id or folder")
+    p.add_argument("directory", help="the recording directory to create (must not exist)")
+
+
+def _check_directory(directory: str) -> None:
+    """The one message every command gives for a recording directory that is not there."""
+    if not os.path.exists(directory):
+        raise CommandError(f"{directory}: no such directory")
+    if not os.path.isdir(directory):
+        raise CommandError(f"{directory}: not a directory")
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and not isinstance(e, RecorderError) and e.filename and e.strerror:
+        text = f"{e.filename}: {e.strerror}"
+    elif isinstance(e, KeyError):
+        text = f"missing key {e}"
+    else:
+        text = str(e) or type(e).__name__
+    return " ".join(text.split())
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``gym-recorder info | head``)."""
+    if not hasattr(select, "poll"):  # (not on Windows, where a broken pipe is stdout's anyway)
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _stop_writing_stdout() -> int:
+    """Points standard output at the null device, so that the flush at exit cannot fail again
+    (Python would print "Exception ignored ... BrokenPipeError"), and gives the exit status."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 success, 1 error or failed check, 130 interrupted, 141 standard
+        output closed by its reader (``info | head``).
+    """
+    args = build_parser().parse_args(argv)
+    name = f"{PROG} {args.command}"
+    try:
+        if args.command not in ("record", "import-minari"):  # (those two create theirs)
+            _check_directory(args.directory)
+        status: int = args.func(args)
+        return status
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (RecorderError, OSError, ValueError, TypeError, IndexError, ImportError) as e:
+        if isinstance(e, BrokenPipeError) and _stdout_closed():
+            return _stop_writing_stdout()  # what was read of the output is all that was wanted
+        if args.traceback:
+            raise
+        print(f"{name}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as e:  # noqa: BLE001  (a bug, or an env's own error: still one line)
+        if args.traceback:
+            raise
+        print(f"{name}: error: {type(e).__name__}: {_one_line(e)} (run with --traceback "
+              f"for details)", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

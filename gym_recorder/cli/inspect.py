@@ -1,0 +1,221 @@
+"""The ``gym-recorder`` commands that read, check, export or move a recording: ``info``,
+``plot``, ``export`` (npz, Parquet, Minari), ``import-minari``, ``verify``, ``repair``, ``view``
+and ``push``.
+
+Each is a thin layer over the library function that does the work (:func:`gym_recorder.integrations.export
+.summarize`, :mod:`gym_recorder.integrity`, :mod:`gym_recorder.integrations.cloud`, ...): it calls it and
+prints what it did. The parser and :func:`~gym_recorder.cli.main` are in :mod:`gym_recorder.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .output import EXIT_OK, MB, count, number, say
+from ..errors import CommandError
+
+__all__ = ["cmd_info", "cmd_plot", "cmd_export", "cmd_export_training", "cmd_import_minari",
+           "cmd_verify", "cmd_repair", "cmd_view", "cmd_push"]
+
+
+def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
+    """info's lines for each env of a directory that holds several."""
+    lines = []
+    for g in envs:
+        lines += [
+            f"  env id           {g['env_id'] or '-'}",
+            f"    observation    {g['observation_space'] or '-'}",
+            f"    action         {g['action_space'] or '-'}",
+            f"    episodes       {g['episodes']:,}, steps {g['steps']:,}, writers "
+            f"{', '.join(map(str, g['writers']))}",
+            f"    total_reward   mean {number(g['total_reward_mean'])}, "
+            f"min {number(g['total_reward_min'])}, max {number(g['total_reward_max'])}",
+            "    ends           " + (", ".join(f"{k} {v}" for k, v in g["ends"].items()) or "-"),
+        ]
+    return lines
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ..integrations.export import summarize
+
+    s = summarize(args.directory)
+    if not s["writers"]:
+        raise CommandError(f"no recording in {args.directory}")
+    if args.json:
+        print(json.dumps(s, indent=2, allow_nan=False))
+        return EXIT_OK
+    if args.quiet:
+        return EXIT_OK
+    lines = [
+        f"directory          {s['directory']}",
+        f"env id             {s['env_id'] or '-'}",
+        f"observation space  {s['observation_space'] or '-'}",
+        f"action space       {s['action_space'] or '-'}",
+        f"episodes           {s['episodes']:,}",
+        f"steps              {s['steps']:,}",
+        f"total_reward       mean {number(s['total_reward_mean'])}, "
+        f"min {number(s['total_reward_min'])}, max {number(s['total_reward_max'])}",
+        "ends               " + (", ".join(f"{k} {v}" for k, v in s["ends"].items()) or "-"),
+        f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
+        f"writers            {len(s['writers'])}",
+    ]
+    if len(s.get("envs", ())) > 1:
+        lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
+    for k, w in enumerate(s["writers"]):
+        state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
+        vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
+        lines.append(f"  {k:>3}  {w['prefix']}  {count(w['episodes'], 'episode')}, "
+                     f"{count(w['batches'], 'batch', 'batches')}, {state}{vector}")
+    print("\n".join(lines))
+    rows = s["episode_table"]
+    if not rows:
+        return EXIT_OK
+    limit = args.limit if args.limit else len(rows)
+    shown = rows if len(rows) <= limit else rows[: (limit + 1) // 2] + [None] + rows[
+        len(rows) - limit // 2:]
+    header = ("episode", "length", "total_reward", "end", "seed", "sub_env", "writer")
+    table: list[tuple[str, ...]] = [header]
+    for r in shown:
+        if r is None:
+            table.append(("...",) + ("",) * (len(header) - 1))
+            continue
+        table.append((str(r["index"]), str(r["length"]), number(r["total_reward"]), r["end"] or "-",
+                      "-" if r["seed"] is None else str(r["seed"]),
+                      "-" if r["sub_env"] is None else str(r["sub_env"]), str(r["writer"])))
+    widths = [max(len(row[c]) for row in table) for c in range(len(header))]
+    print()
+    for row in table:
+        print("  ".join(cell.rjust(w) if c not in (3,) else cell.ljust(w)
+                        for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    if len(rows) > limit:
+        print(f"({count(len(rows) - limit, 'episode')} not shown; --limit 0 shows all)")
+    return EXIT_OK
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ..integrations.export import plot_returns, summarize
+
+    s = summarize(args.directory)
+    plot_returns(s, args.output, size=args.size, dpi=args.dpi)
+    say(args, f"wrote {args.output}: total reward and length of "
+               f"{count(s['episodes'], 'episode')} "
+               f"({args.size[0]}x{args.size[1]} pixels)")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..integrations.export import export_npz
+
+    if args.format != "npz" or args.output is None or args.dataset_id is not None:
+        return cmd_export_training(args)
+
+    result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
+    say(args, f"wrote {result['path']}: {count(result['episodes'], 'episode')}, "
+               f"{count(result['steps'], 'step')}")
+    if not args.quiet:
+        width = max(len(k) for k in result["arrays"])
+        for name, (shape, dtype) in result["arrays"].items():
+            print(f"  {name.ljust(width)}  {np.dtype(dtype).name:<8}  {tuple(shape)}")
+    return EXIT_OK
+
+
+def cmd_export_training(args: argparse.Namespace) -> int:
+    """``export --format parquet|minari`` (and the missing -o of npz)."""
+    from ..integrations.export import ExportError
+
+    episodes = None
+    if args.env is not None:
+        from ..read.reader import RecordingReader
+        from ..training.selection import select
+
+        with RecordingReader(args.directory) as reader:
+            episodes = select(reader, env_id=args.env)
+    if args.format == "minari":
+        if args.dataset_id is None or args.output is not None:
+            raise ExportError("--format minari takes --dataset-id NS/NAME-vN and no --output "
+                              "(Minari's root, MINARI_DATASETS_PATH, decides where it goes)")
+        from ..integrations.minari_io import export_minari
+
+        r = export_minari(args.directory, args.dataset_id, episodes=episodes)
+        say(args, f"wrote Minari dataset {r['dataset_id']} at {r['path']}: {r['episodes']} "
+                   f"episodes, {r['steps']} steps")
+        if r["skipped"]:
+            say(args, f"  {count(len(r['skipped']), 'episode')} of 0 steps not exported (a "
+                      f"Minari episode has at least one step): "
+                      f"{', '.join(map(str, r['skipped'][:10]))}"
+                      f"{' ...' if len(r['skipped']) > 10 else ''}")
+        if r["env_spec_dropped"]:
+            say(args, f"  env spec not exported: {r['env_spec_dropped']}")
+        for key, why in r["dropped"].items():
+            say(args, f"  info {key!r} not exported: {why}")
+        return EXIT_OK
+    if args.output is None or args.dataset_id is not None:
+        raise ExportError(f"--format {args.format} takes --output and no --dataset-id")
+    from ..integrations.parquet import export_parquet
+
+    r = export_parquet(args.directory, args.output,
+                       max_file_bytes=args.max_file_bytes, episodes=episodes)
+    say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
+               f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
+               f"gym_recorder.json")
+    return EXIT_OK
+
+
+def cmd_import_minari(args: argparse.Namespace) -> int:
+    from ..integrations.minari_io import import_minari
+
+    r = import_minari(args.dataset, args.directory)
+    say(args, f"imported {r['episodes']} episodes, {r['steps']} steps of Minari dataset "
+               f"{r['dataset_id']} into {args.directory}")
+    return EXIT_OK
+
+
+def _integrity() -> Any:
+    try:
+        from .. import integrity
+    except ImportError as e:
+        raise CommandError(f"gym_recorder.integrity cannot be imported ({e})") from e
+    return integrity
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    problems = _integrity().verify(args.directory)
+    for p in problems:
+        print(f"{p.path}: {p.message}")
+    if problems:
+        raise CommandError(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} found "
+                           f"in {args.directory}")
+    say(args, f"{args.directory}: no problems found")
+    return EXIT_OK
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    actions = _integrity().repair(args.directory)
+    for line in actions:
+        say(args, line)
+    if not actions:
+        say(args, f"{args.directory}: nothing to repair")
+    return EXIT_OK
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from ..integrations.cloud import push
+
+    result = push(args.directory, args.url, storage_options=args.storage_options,
+                  progress=None if args.quiet else print)
+    say(args, f"pushed {args.directory} to {result.url}: "
+               f"{count(result.uploaded, 'file')} uploaded, {result.skipped} already there, "
+               f"{count(result.manifests, 'manifest')} written, "
+               f"{count(result.bytes_uploaded, 'byte')}")
+    return EXIT_OK
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from ..integrations.view import run
+
+    return run(args.directory, host=args.host, port=args.port,
+               open_browser=not args.no_browser)

@@ -1,0 +1,912 @@
+"""The gym_recorder on-disk format, version 1: the specification, and its rules in code.
+
+This docstring is the specification; the code below holds its rules, once: the constants, file
+names and prefixes, dtype strings, validating an array reference (:func:`parse_ref`), the format
+and version check, the checks of a manifest's BATCH, and how an entry ends. Two modules carry out
+the parts of the specification that are encodings rather than rules: :mod:`gym_recorder.format.values`
+(VALUEs) and :mod:`gym_recorder.format.fileio` (strict JSON, safe opens, CRC-32). The writer
+(:mod:`gym_recorder.record.writer`) and the reader (:mod:`gym_recorder.read.reader`) meet only in these three
+modules. The format version is independent of the package version. The key words MUST, MUST NOT,
+SHOULD and MAY are used as in RFC 2119.
+
+Overview
+========
+A *recording* is one directory. Any number of *writers* (one per :class:`RecordingWrapper`, in any
+number of processes or hosts) write into it at once; each writer owns the files that start with its
+*prefix* ``P``. A prefix MUST match ``[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}``. The default prefix is
+``openaigym.trace.<UTC time yyyymmddTHHMMSS>.<pid>.<6 random hex digits><2-digit counter>``, unique per writer;
+it begins like OpenAI gym-recording's prefixes so that gym-recording's own reader finds our files.
+
+A writer's files::
+
+    P.manifest.json           the commit point: lists the writer's complete batches
+    P.epNNNNNNNNN.json        one batch: the episodes (or episode parts) it holds, as JSON
+    P.epNNNNNNNNN.bin         the raw bytes of every array of that batch
+
+``NNNNNNNNN`` is the zero-padded, 9-digit (or longer once past 999,999,999) index of the batch's
+first *entry* (see "Batch": an entry is an episode or a part of one). Any other file in the directory (temporary files, batch
+files that no manifest lists, sub-directories) MUST be ignored by readers. Every regular file
+whose name ends in ``.manifest.json`` is a writer's manifest, its P the rest of the name; a
+reader MAY refuse one whose P does not match the prefix rule (gym_recorder's reads it). A
+manifest that is a symbolic link is ignored by gym_recorder's reader; a batch file that is one,
+or any other file that is not a regular file, is refused (readers MAY do either).
+
+JSON
+====
+All JSON files are UTF-8 (no byte order mark), strict RFC 8259 JSON: no NaN or Infinity literals.
+A reader SHOULD refuse a file larger than :data:`MAX_JSON_BYTES` (2**28 bytes, 256 MiB) without
+parsing it. Keys an object has twice are not written; a reader MAY take either value.
+
+Nesting: :data:`MAX_NESTING` (64) bounds the depth of each VALUE and of each SPACE, not the file's:
+the top of an info value, a reset option, a values row or a space is at depth 0, and each JSON
+list or object, ``"tuple"``/``"dict"`` item, ``"scalar"`` array and ``"graph"`` field (for spaces:
+each Dict/Tuple/OneOf member, Sequence ``space``, Graph node/edge space) adds one. A writer MUST
+refuse to store a deeper value (:class:`~gym_recorder.UnsupportedValueError`); a reader MUST refuse
+one. The file nests deeper than its VALUEs (an info value sits about 8 levels down in a batch),
+and a reader MAY refuse a file nested deeper than its JSON parser allows (gym_recorder's refuses
+about 1000 levels, jansson 2048; what this writer writes stays far below both).
+
+Numbers: a Python ``int`` is written as a JSON integer token (digits, optional minus, no fraction,
+no exponent) of any size; a Python ``float`` always with a fraction or an exponent (Python's
+``repr``: ``1.0``, ``1e+20``, ``5e-324``), and only finite ones (others are ``{"__type": "float"}``
+VALUEs). A reader tells them apart by the token: an integer token is an int, any other number an
+IEEE-754 double. Every integer the format itself uses (sizes, offsets, counts, indices, CRCs,
+dimensions, ``episode``, ``part``, ``sub_env``) fits in a signed 64-bit integer; integers beyond
+64 bits occur only where Python ints are recorded (VALUEs, ``seed``). A reader that cannot
+represent such an integer MAY refuse the file, naming it (the C reader does).
+
+Manifest (``P.manifest.json``)
+==============================
+An object with these keys (more keys MAY be added; readers MUST ignore keys they do not know)::
+
+    "format": "gym_recorder"            MUST be present
+    "version": 1                          the format version; readers MUST refuse larger versions
+    "prefix": "P"                         MUST equal the P of the file's name; readers MUST refuse
+                                          another
+    "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
+    "writer": {"library": ..., "library_version": ..., "hostname": ..., "pid": ...}
+    "env_id": "CartPole-v1" or null      the id of the env's spec, when it has one
+    "env_spec": {...} or null             the env's spec: "id", "kwargs", "max_episode_steps", and
+                                          (newer writers; readers MUST NOT require them) the
+                                          rest of gymnasium's EnvSpec.to_json() with
+                                          "additional_wrappers" [{"name", "entry_point", "kwargs"
+                                          (null: not recordable), "missing_kwargs" (optional)}],
+                                          "missing_kwargs" {name: repr} for kwargs JSON cannot
+                                          hold, "module" (the entry point's module), "imports"
+                                          (modules the recording process imported for the env);
+                                          a vector writer's also "vector_wrappers" [{"name",
+                                          "entry_point", "kwargs" (null: not recorded),
+                                          "missing_kwargs" (optional)}]: the vector wrappers
+                                          between the env the spec describes and the recorder,
+                                          innermost first (the spec does not show them).
+                                          A vector env without a spec of its own (Sync- or
+                                          AsyncVectorEnv built from env functions) records
+                                          its sub-envs' spec when they all have the same one,
+                                          with kwargs "vectorization_mode" "sync" / "async"
+                                          added, as gymnasium.make_vec's spec has it.
+                                          Kwargs (the env's and the wrappers') MAY hold
+                                          {"__numpy__": DTYPE, "shape", "value"} (kinds b, i, u,
+                                          f; "value" is numpy's tolist(), finite numbers only;
+                                          shape [] is a numpy scalar), {"__space__": SPACE}
+                                          for numpy values and spaces, {"__dtype__": DTYPE,
+                                          "type": bool} for a numpy dtype (true: the scalar
+                                          type, e.g. numpy.float64) and {"__tuple__": [...]}
+                                          for a tuple; list, dict and tuple items are encoded
+                                          the same way
+    "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
+    "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
+    "batches": [BATCH, ...]                in commit order
+    "complete": false | true               true once the writer was closed cleanly
+
+Each BATCH::
+
+    "first": int       the entry index of the batch's first entry; batches follow each other
+                       without overlap (first >= the previous batch's first + len). A gap (entries
+                       that no batch holds) only arises when ``repair`` moved a broken batch
+                       (or the damaged entries of one) aside: an episode whose next part was in the gap ends there (end null)
+    "len": int         the number of entries in the batch; len <= json_size <= MAX_JSON_BYTES
+                       (an ENTRY takes more than a byte), so readers refuse a larger len up
+                       front; legacy manifests: len <= MAX_JSON_BYTES
+    "fn": "P.epNNNNNNNNN.json", "bin": "P.epNNNNNNNNN.bin"
+    "json_size": int, "bin_size": int     exact sizes of the two files in bytes
+    "json_crc32": int                      zlib CRC-32 of the batch JSON file's bytes
+    "steps": int                           transitions in the batch
+    "episodes": int                        entries that start a new episode (``part`` == 0)
+    "index": INDEX                         optional: where each entry's stacked arrays are,
+                                           without the batch JSON (see "Batch index")
+
+The batch JSON MUST hold exactly ``len`` entries, and readers MUST refuse one that does not.
+``steps`` and ``episodes`` MUST equal the sums over its entries; a reader MAY take them on trust
+and MAY refuse a batch whose entries disagree with them. gym_recorder's counts and finds
+episodes through them without reading the batches; when it reads a batch, it refuses one whose
+part-0 entries are not ``episodes`` (its episode numbers would shift), and ``verify`` reports
+either count that differs.
+
+Batch (``P.epNNNNNNNNN.json``)
+==============================
+An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
+"episodes": [ENTRY, ...], "index": INDEX, "header": HEADER}``; ``index`` is optional: when the
+BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuilt from the batch
+files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
+``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
+vector), so that a lost manifest can be rebuilt from the batch files alone; readers use the
+manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
+BATCH's; readers MAY ignore them (gym_recorder's does; ``verify`` reports a ``first`` that
+differs). Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
+know. When that header is longer than 4096 bytes of JSON, only the writer's first
+batch (``first`` == 0) holds it whole; later batches leave out each field whose JSON is longer
+than 1024 bytes (e.g. a large space), so that a space is described once per writer, not per batch. Each ENTRY is one episode, or one part of an episode::
+
+    "index": int            entry index (first + position in the batch); readers MUST refuse
+                            another
+    "episode": int          the writer's episode number (parts of one episode share it); on
+                            part 0 readers MAY ignore it (the number is the entry's position
+                            among part-0 entries, see below)
+    "part": int             0 for the part that starts with the reset, then 1, 2, ...
+    "continues": bool       true if a later entry holds more of this episode
+    "steps": int            N, the transitions in this entry
+    "observations": TREE    part 0: N + 1 rows (the reset observation, then one per step);
+                            later parts: N rows (one per step)
+    "actions": TREE         N rows
+    "rewards": ARRAY        float64, shape (N,)
+    "terminations": ARRAY   bool, shape (N,)
+    "truncations": ARRAY    bool, shape (N,)
+    "infos": INFOS          part 0: N + 1 rows (the reset info first); later parts: N rows
+    "seed": int or null     the seed passed to reset (null: none passed); part 0 only
+    "options": VALUE or null  the options passed to reset; part 0 only
+    "end": how the episode ended, on its last entry: "terminated", "truncated",
+           "reset" (reset called before the episode ended), "close" (closed before it ended);
+           null on entries with "continues": true
+    "sub_env": int or null  the index of the sub-environment, for vector envs
+    "no_reset": true        optional, on part 0: the episode was stepped on after the previous
+                            one ended, without a reset; its first observation is that one's last
+
+An episode is the concatenation of its entries in entry order, which is the order of the batches
+in the manifest and of ``episodes`` inside a batch. Entries of one episode MUST be consecutive in
+a writer's entry sequence, except for vector writers, whose sub-environments interleave (join
+entries with the same ``episode``). A reader that does not know parts sees each entry as an
+episode of its own.
+
+Every writer numbers episodes in the order they start, so the part-0 entries of batch k are the
+episodes numbered from the sum of the earlier batches' ``"episodes"`` on, in order. A vector writer
+(manifest ``"vector"`` not null) also MUST put the next part of an entry with ``"continues": true``
+in the very next batch; that part MAY have 0 steps (no rows). Its entries are the sub-environments'
+episodes: ``"sub_env"`` is the index, ``"seed"`` and ``"options"`` are what that sub-env was reset
+with (a vector ``reset(seed=s)`` seeds sub-env i with s + i; autoresets have neither).
+
+Episodes of a recording
+-----------------------
+A reader lists the episodes of every writer in the directory. Writers are ordered by their
+manifest's ``"created"`` string (compared code point by code point; missing or not a string
+counts as ``""``), then by prefix; legacy (gym-recording) writers come first, by prefix. Within a
+writer, episodes are in the order of their numbers.
+
+A writer's episode k is found through its part-0 entry: the k-th entry with ``"part": 0``,
+counting over the listed batches in manifest order (batch b's part-0 entries are the episodes from
+the sum of the earlier batches' ``"episodes"`` on). Part p + 1 of an episode is the entry with the
+same ``"episode"`` and ``"part": p + 1`` in the batch listed right after the one holding part p
+(the last such entry, were there several). When that batch does not hold it:
+
+- if that batch does not directly follow the one before it (its ``first`` is not that one's
+  ``first + len``: ``repair`` moved the batches between them aside), the episode ends with part p,
+  its ``end`` null;
+- otherwise the recording is malformed, and a reader MUST refuse it.
+
+When part p is in the last listed batch, the episode ends there, its ``end`` null (the writer is
+still running, or was killed). An entry with ``"part"`` > 0 whose part 0 lies in no listed batch
+(``repair`` moved it aside) belongs to no episode: readers skip it.
+
+Batch index (INDEX)
+-------------------
+For short episodes a batch JSON is larger than the arrays it references, so a reader that wants
+only the stacked arrays of many episodes (each observation and action leaf, rewards,
+terminations, truncations: training data) spends its time parsing JSON. A BATCH MAY therefore
+hold an INDEX, from which those arrays are found with the manifest and the .bin alone::
+
+    {"table": int, "crc32": int, "columns": [[DTYPE, int, int], ...]}
+
+- ``table``: the offset, a multiple of :data:`ALIGNMENT`, in the batch's .bin of an array of
+  ``<i8`` and shape ``(len, 4)`` (:data:`INDEX_TABLE_WIDTH`), C order: for each entry of the
+  batch, in order, its ``episode``, ``part``, ``steps`` and flags (1: ``continues`` is true;
+  2: ``no_reset`` is true; no other bits). ``crc32`` is the CRC-32 of its ``len * 32`` bytes.
+  The table's part-0 ``episode`` is the writer's number like the entry's (parts p + 1 are
+  found by it, as under "Episodes of a recording"); a reader MUST refuse negative numbers and
+  other flag bits, and MAY refuse a table whose ``steps`` or part-0 rows disagree with the
+  BATCH's ``steps`` and ``episodes`` (gym_recorder's does).
+- ``columns``: one ``[dtype, npyoff, unit]`` per observation leaf (in leaf order: the SPACE's
+  leaves depth first, a Dict's in the order of its ``spaces`` list, a Tuple's in list order;
+  a space of no leaves, an empty Dict, has no column), per action
+  leaf, then for rewards, terminations and truncations, in that order. Entry k's array of a
+  column has the column's ``dtype`` (the leaf's dtype in that batch, which may be wider than
+  the space's, see "Trees") and shape ``(rows_k, *leaf shape)`` (the leaf shape as "Trees"
+  gives it from the manifest's SPACE; ``rows_k``: the
+  entry's ``steps``, plus 1 for the observations of a part 0) and starts at
+  ``npyoff + sum(ceil(size_j / unit) * unit for j < k)``, ``size_j`` being entry j's array's
+  bytes: the column's arrays lie one after another, each padded to a multiple of ``unit``.
+  ``table``, ``crc32``, ``npyoff`` and ``unit`` are JSON integer tokens (a reader MUST refuse
+  ``8.0``); ``npyoff`` is a multiple of :data:`ALIGNMENT`, ``unit`` a positive one, at most
+  :data:`MAX_INDEX_UNIT` (64).
+
+A writer writes an INDEX only for a batch whose every entry has an ARRAY for every leaf (and
+the same INDEX in the batch JSON, see "Batch"). ``repair`` keeps a BATCH's INDEX when it checks
+out and leaves it out of a BATCH it rebuilds otherwise; the batches it writes anew have none.
+Everything an INDEX says MUST equal what the batch JSON says (the entries' keys, their ARRAYs'
+dtypes, shapes and offsets); ``verify`` reports any difference. Readers MAY ignore it (the
+batch JSON says everything it says). A reader that uses it MUST check it as it checks ARRAYs
+(offsets aligned and inside the .bin, dtypes, the table's CRC-32 and values) and refuse a
+batch whose INDEX does not check out; gym_recorder's reader uses it, when every batch it needs
+has one and verification is off, to build the step arrays of many episodes at once
+(:func:`gym_recorder.training.transitions.transitions`), and the batch JSON otherwise.
+
+Arrays (ARRAY)
+==============
+Every array is a reference into the batch's .bin file::
+
+    {"__type": "ndarray", "shape": [int, ...], "order": "C", "dtype": DTYPE,
+     "npyfile": "P.epNNNNNNNNN.bin", "npyoff": int, "size": int, "crc32": int}
+
+- ``npyfile`` MUST be the batch's own .bin file (its BATCH's ``bin``), and readers MUST refuse
+  another name (legacy files excepted, see "Version history").
+- ``npyoff`` MUST be a multiple of :data:`ALIGNMENT` (8), and a reader MUST refuse one that is not
+  (legacy files excepted). So a reader that holds a whole .bin at an 8-aligned address (a
+  JavaScript ``ArrayBuffer``, ``malloc``, ``mmap``) can view every array in place as a typed array
+  of its dtype: the natural alignment of every item size divides 8 (but for the non-portable
+  16-byte long double and 32-byte complex of it). A reader MUST NOT assume more: the
+  file's size is the manifest's ``bin_size``, which ends exactly at the end of the array that ends
+  last (it is not padded to a multiple of 8), and arrays may be empty (``size`` 0) at any aligned
+  offset up to the file's end.
+- The arrays of a .bin are those its batch JSON references and, when its BATCH has an INDEX,
+  the INDEX's table (which this writer writes after every other array). The bytes between one
+  array's end and the next array's ``npyoff`` (the padding) MUST be zero, and nothing follows
+  the last array. The writer's padding is fewer than 64 bytes, not always
+  fewer than 8: where an entry's rows of a column are R bytes each, it starts each entry's array
+  of that column at a multiple of lcm(R, 8) when that is at most 64 (so 12-byte rows give 12
+  bytes of padding after a 132-byte array). A batch that ``repair`` rebuilt under its own names
+  keeps its arrays at their offsets, with the bytes of the entries it dropped zeroed: padding of
+  any length. Readers MUST NOT assume a bound on the padding. A reader MAY refuse padding that is not zero, or bytes after
+  the last array; gym_recorder's reader does not (``verify`` reports both). Arrays MAY lie in
+  the file in any order, and two arrays MAY share bytes (readers MUST accept both): this writer
+  writes each column (one leaf, then rewards, ...) for all entries of the batch one after
+  another, never two arrays over the same bytes.
+- ``size`` MUST equal ``prod(shape) * itemsize`` and ``npyoff + size`` MUST NOT exceed the file.
+- ``dtype`` is numpy's ``dtype.str``: byte order (``<``, ``>`` or ``|``), kind, item size,
+  e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds and sizes: ``b1`` (bool, one byte 0 or
+  1), ``i``/``u`` 1, 2, 4, 8, ``f`` 2, 4, 8 (and 10, 12 or 16: the platform's long double, not
+  portable), ``c`` 8, 16 (and 20, 24 or 32), ``U<n>``, ``S<n>`` (n >= 1). Never O or V. ``|``
+  is written where byte order does not apply (b1, i1, u1, S).
+- Item size: for ``U<n>`` it counts characters, 4 bytes each: UCS-4 code points (at most
+  U+10FFFF; a reader MUST refuse larger ones) in the dtype's byte order, padded with NUL code
+  points, which numpy strips from the end; ``<U7`` has an item size of 28 bytes. For ``S<n>`` it
+  counts bytes. Every other kind's item size is the number in its name.
+- Byte order: the observation and action leaves and the step columns are always stored
+  little-endian (``<``, or ``|``): a value arriving big-endian is converted into the leaf's dtype.
+  Arrays inside VALUEs (infos, options, values leaves) keep the byte order they were recorded with,
+  so ``>`` does occur there. A reader MUST accept ``<``, ``|`` and ``>`` on every array but the
+  step columns (gym_recorder's reader gives the array in the stored byte order): ``rewards`` MUST
+  be ``<f8`` and ``terminations``/``truncations`` ``|b1``, exactly, and readers MUST refuse
+  another dtype there. ``=`` and no byte order are never written; a reader MAY refuse them
+  (gym_recorder's takes them as ``<``).
+- The bytes are the array in C order. Hence, with numpy alone::
+
+      np.fromfile(os.path.join(dir, npyfile), dtype=dtype, count=prod(shape),
+                  offset=npyoff).reshape(shape)
+
+  is exactly the recorded array.
+- ``crc32`` (zlib CRC-32 of the ``size`` bytes) MAY be absent (OpenAI gym-recording files).
+
+Values (VALUE)
+==============
+Infos, reset options and leaves of spaces that do not stack (Text, Sequence, Graph, OneOf, unknown
+spaces) are stored as VALUEs: JSON null, true/false, numbers and strings stand for themselves
+(Python None, bool, int, float, str); a JSON list is a Python list; a JSON object without a
+``"__type"`` key is a dict with those string keys. Otherwise an object with ``"__type"``:
+
+- ``"ndarray"``: an ARRAY (above), a numpy array.
+- ``"float"``: ``{"value": "nan" | "inf" | "-inf"}``, a non-finite Python float.
+- ``"scalar"``: ``{"dtype": DTYPE, "value": V}``, a numpy scalar; V is a JSON number or bool, or a
+  string "nan"/"inf"/"-inf", or for complex dtypes a pair [real, imag] of those, or an ARRAY of
+  shape ``[]`` and the same DTYPE (written for ``U`` and ``S`` dtypes, and for long double and its
+  complex): the scalar is that array's one element. V MUST fit the dtype: for ``i``/``u`` an
+  integer token in its range, for ``b1`` true or false, for ``f``/``c`` numbers no larger in
+  magnitude than its largest finite value (or the strings); readers MUST refuse another V.
+- ``"tuple"``: ``{"items": [VALUE, ...]}``.
+- ``"dict"``: ``{"items": [[VALUE, VALUE], ...]}``, a dict with keys that are not all strings, or
+  that has a ``"__type"`` key.
+- ``"bytes"``: ``{"base64": "..."}``.
+- ``"graph"``: ``{"nodes": VALUE, "edges": VALUE, "edge_links": VALUE}``, a gymnasium GraphInstance.
+
+Trees (TREE)
+============
+Observations and actions follow the space: a Box, Discrete, MultiDiscrete or MultiBinary leaf is
+one ARRAY of shape ``(rows, *leaf_shape)`` with the leaf's dtype: Box: its ``shape`` and
+``dtype``; Discrete: ``(rows,)`` of its ``dtype`` (``<i8`` unless the space has another);
+MultiDiscrete: ``nvec``'s shape and its ``dtype``; MultiBinary: ``n`` (an int, or a list: the
+shape) and ``|i1``. Readers MUST refuse an ARRAY leaf of another shape. A Dict space is a JSON
+object with the Dict's keys; a Tuple space is a JSON list. A
+leaf that does not stack is ``{"__type": "values", "values": [VALUE, ...]}`` with one VALUE a row.
+Widening, by dtype, per batch: a leaf's column is stored with the space's dtype unless, while the
+batch was being filled, a value arrived whose numpy dtype (``np.asarray(value).dtype``) does not
+cast to the column's dtype under numpy's "safe" rule (Python ints and bools that fit an integer
+dtype excepted): then the whole column of that batch, in every entry of the batch, is stored with
+``np.result_type(column dtype, value dtype)``, so that nothing is lost. The rule goes by dtype,
+not by value: a float64 ``0.5`` widens a float32 leaf although float32 holds 0.5. When that
+dtype would round a value (an int64 or uint64 integer beyond 2**53 meeting a float, or int64
+meeting uint64, which gives float64: a uint64 2**63 in an int64 leaf whose other values are
+small is stored as float64, exactly), whether the new value or one already in the column, the writer
+stores the leaf as values instead (below, as for a value outside the shape), from then on; so
+does a value numpy casts "safely" but not exactly (int64 into a float64 column). The next batch
+starts again from the space's dtype, so the parts of one episode may differ; a reader gives such
+an episode's leaf in ``np.result_type`` of its parts' dtypes when they are all numbers (kinds b,
+i, u, f, c), or all U, or all S, and MUST refuse other mixes. A reader MUST NOT round in that
+join: when the dtype does not hold every value of the parts exactly (int64 or uint64 integers
+beyond 2**53 in one part, a float in another; uint64 beyond 2**63 beside int64), it gives the
+leaf as a list of its rows, each in its part's dtype (as for values, below), or refuses the
+episode. The same holds for joining one leaf of many episodes.
+A value outside the space's shape (a Box leaf of another shape), or one that is not a number (a
+string array, None), makes the writer store that
+array leaf as ``{"__type": "values", ...}`` (one VALUE a row, each with its own shape and
+dtype) in that batch and all later ones of the writer; readers MUST accept either form for array
+leaves and give such a leaf back as a list of its rows (also for an episode whose earlier parts
+stored it as an ARRAY). Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
+``stack``); Graph rows as GraphInstance; OneOf rows as ``(index, value)`` tuples.
+
+Infos (INFOS)
+=============
+``{"rows": R, "keys": [COLUMN, ...]}`` where R is the number of info dicts and each COLUMN is::
+
+    {"key": str, "index": null | ARRAY (int64 row numbers where the key is present, ascending),
+     "kind": "array" | "values", "pytype": null | "bool" | "int" | "float",
+     "values": ARRAY (when kind == "array": one row per presence) | [VALUE, ...]}
+
+``index`` null means the key is present in every row. A column of kind "array" stacks its values:
+``pytype`` says they were Python bools, ints or floats (give back ``.item()``), null says they
+were numpy scalars (values of shape ``(n,)``: row i is ``values[i]`` as a numpy scalar of the
+column's dtype, not a 0-d array: 0-d arrays are stored in "values" columns) or numpy arrays of
+one dtype and shape (values of shape ``(n, ...)``: row i is the array ``values[i]``). ``index``
+MUST be ``<i8`` of shape ``(n,)``, strictly ascending, within ``[0, R)``, and ``values`` MUST have
+n rows (one list item a presence for kind "values"); readers MUST refuse otherwise. Keys of the
+columns are distinct (a reader MAY take either of two).
+Key order in each row dict follows the column order.
+
+Spaces (SPACE)
+==============
+Readers MUST ignore keys of a SPACE they do not know (later versions of this writer may add some).
+``{"type": T, ...}`` with T one of ``Box`` (``dtype``, ``shape``, ``low``, ``high``: a number, an
+"inf"/"-inf"/"nan" string, or a nested list of those of the Box's shape; they fit the dtype and
+``low <= high``; a Box of no elements has ``[]`` whatever its shape, which readers MUST
+accept), ``Discrete`` (``n`` >= 1, ``start``, and ``dtype``: the dtype of its leaf's
+arrays, ``<i8`` when absent),
+``MultiDiscrete`` (``nvec``, ``start``, ``dtype``), ``MultiBinary`` (``n``: an int or a list of
+ints), ``Text``
+(``min_length``, ``max_length``, and ``charset``: a string, or for a charset of more than 256
+characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
+``[[first, last], ...]``), ``Dict`` (``spaces``: [[key, SPACE], ...]),
+``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
+(``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
+(``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.
+A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_SPACE_ELEMENTS`
+(2**32) elements in all; a reader MAY refuse a larger one.
+
+Commit protocol and durability
+==============================
+A writer writes the .bin, then the .json of a batch, each to a temporary file in the directory
+(``tmp`` and 8 random characters; given the permissions the umask gives, as ``open()`` would) that
+is renamed into place, and only then rewrites its manifest
+the same way. The manifest is the commit point: a batch not listed in a manifest does not exist.
+One manifest rewrite may commit several batches: a written batch waits for it at most
+``writer.MIN_COMMIT_INTERVAL`` seconds (0.05), or ``writer.COMMIT_COST_FACTOR`` (20) times as long
+as the last rewrite took when that is longer, and behind at most
+``writer.MAX_COALESCED_BATCHES`` (16) others. A process killed at any moment therefore leaves
+every listed batch complete; it may leave temporary files and complete or partial batch files that no manifest lists, which
+readers ignore and ``repair`` moves aside (taking complete ones back into the manifest).
+
+What is fsynced, and when:
+
+- ``fsync=True``: each .bin and .json is fsynced before it is renamed into place, the directory
+  after both renames, and the manifest is fsynced before its rename and the directory after it.
+  A batch is therefore durable before any manifest on disk lists it: after a power loss the
+  recording holds every batch committed before the loss.
+- ``fsync=False`` (the default): nothing is fsynced while recording. ``flush()`` and ``close()``
+  fsync every file written since the last fsync, then the manifest, then the directory; what was
+  committed before the last ``flush()``/``close()`` survives a power loss. Batches committed since
+  then may come back missing, truncated or zero-filled while the manifest still lists them (the
+  file system may persist the manifest's rename first); the reader then fails on them with a
+  named error (with ``verify=True`` also on zero-filled bytes), ``verify`` reports them, and
+  ``repair`` moves them aside so that the rest reads.
+
+A killed process (no power loss) never loses a committed batch in either mode: the operating
+system writes it out.
+
+Example readers
+===============
+Besides :mod:`gym_recorder.read.reader`, two readers were written from this specification alone and
+serve as examples for other languages: the C library and command-line tool in ``readers/c/``
+(``grread list DIR``, ``grread dump DIR [INDEX [FIELD]] [--values]``; JSON through jansson), run by
+the test suite over its recordings and hostile files (``tests/test_c_reader.py``), and the
+JavaScript decoder of the browser viewer, ``gym_recorder/integrations/viewer/decode.js``.
+
+Version history
+===============
+1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional batch INDEX
+(manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
+readers that do not know it ignore the keys, and one that refuses bytes after the last array it
+knows of (which the text above allows) refuses such batches. Files without ``"format"``/``"version"`` whose prefix starts
+with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
+only observations, actions and rewards, observations possibly as one array per step.
+
+Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no sizes, checksums or
+``bin``; ``fn`` MUST be ``P.ep...json`` of the manifest's own prefix P), and a batch
+``{"episodes": [{"observations", "actions", "rewards"}]}``, one entry an episode (no parts). Each
+of the three is an ARRAY, a list of ARRAYs of one dtype and shape (one per step: stacked), or a
+list of JSON numbers and bools (an array of numpy's type for them); gym_recorder's reader also
+reads objects of these as dicts and other lists as lists, which a reader MAY refuse. ARRAY
+``dtype`` is numpy's ``str(dtype)`` name (``float32``, ``uint8``, ``bool``, ...), ``npyoff`` need not be aligned,
+``crc32`` is absent, and ``npyfile`` may be any plain file name in the directory. gym-recording
+wrote an empty list as ``np.array([[]])``: shape ``(1, 0)``, float64; readers give actions of
+that shape back as shape ``(0,)``. An episode has N = (rows of observations) - 1 steps (0 if
+there is none); rewards are converted to float64 of shape ``(N,)``. What the files lack is made up:
+terminations and truncations all false (N each), N + 1 empty info dicts, and ``seed``,
+``options``, ``end``, ``sub_env``, ``env_id`` null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "ALIGNMENT",
+    "MAX_JSON_BYTES",
+    "MIN_ENTRY_BYTES",
+    "MAX_NESTING",
+    "MAX_NDIM",
+    "MAX_DIM",
+    "MAX_SPACE_ELEMENTS",
+    "MANIFEST_SUFFIX",
+    "LEGACY_PREFIX",
+    "ENDS",
+    "BATCH_NAME_RE",
+    "is_legacy",
+    "check_version",
+    "check_batch_entry",
+    "continues",
+    "entry_end",
+    "batch_stem",
+    "manifest_name",
+    "check_prefix",
+    "check_plain_name",
+    "parse_dtype",
+    "ArrayRef",
+    "parse_ref",
+    "exact_dtype",
+    "exact_in",
+    "join_dtype",
+    "rounding_dtypes",
+    "join_arrays",
+    "INDEX_TABLE_WIDTH",
+    "INDEX_FLAGS",
+    "MAX_INDEX_UNIT",
+    "IndexColumn",
+    "parse_batch_index",
+]
+
+FORMAT_NAME = "gym_recorder"
+FORMAT_VERSION = 1
+# Every array starts at a multiple of this many bytes: enough for any numpy scalar type up to
+# float64/int64, so arrays can be viewed in place. (npy uses 64 for SIMD; 8 is what the card asks.)
+ALIGNMENT = 8
+# A batch JSON aims at a few MB; 256 MiB leaves room for huge info payloads while refusing a
+# file that would exhaust memory when parsed (json.loads needs several times the file size).
+MAX_JSON_BYTES = 1 << 28
+# A bound on the bytes an entry of a batch JSON takes (each takes far more): a manifest's 'len'
+# is at most json_size / MIN_ENTRY_BYTES, so a lie in it fails fast.
+MIN_ENTRY_BYTES = 1
+# Deeper nesting than this is not produced by any space or info we write; refusing it keeps the
+# decoder's recursion bounded on hostile files.
+MAX_NESTING = 64
+# numpy itself allows 64 dimensions; no recorded array needs more than 32.
+MAX_NDIM = 32
+# One dimension larger than this is absurd for an on-disk array (2**48 elements).
+MAX_DIM = 1 << 48
+# A space's shape (Box, MultiDiscrete, MultiBinary) holds at most this many elements (2**32):
+# checked on a description before any array of that shape is built (a Box's bounds are bounded
+# further, by spaces.MAX_BOX_BOUND_BYTES); real spaces are far smaller (an Atari frame: 100,800).
+MAX_SPACE_ELEMENTS = 1 << 32
+MANIFEST_SUFFIX = ".manifest.json"
+LEGACY_PREFIX = "openaigym.trace."
+# A batch index's table: episode, part, steps, flags per entry; flags 1 continues, 2 no_reset.
+INDEX_TABLE_WIDTH = 4
+INDEX_FLAGS = 3
+# The largest padding unit of an index column: the writer's lcm(row bytes, 8) when at most 64.
+MAX_INDEX_UNIT = 64
+
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+_PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
+# numpy dtype strings we accept: byte order, kind, item size (b1, i1..i8, u1..u8, f2..f16,
+# c8..c32, U<n>, S<n>); legacy files use numpy's names ("float32", "uint8", "bool").
+_DTYPE_RE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f(?:2|4|8|10|12|16)|c(?:8|16|20|24|32)|[US][0-9]{1,7})")
+_DTYPE_NAMES = frozenset(
+    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+     "float16", "float32", "float64", "complex64", "complex128"]
+)
+# Accepted dtype strings, parsed once: a recording uses a handful (bounded against hostile files).
+DTYPE_CACHE_SIZE = 256
+_DTYPE_CACHE: dict[str, np.dtype] = {}
+
+
+def batch_stem(prefix: str, first: int) -> str:
+    """Returns the common stem of a batch's .json and .bin file names."""
+    return f"{prefix}.ep{first:09d}"
+
+
+def manifest_name(prefix: str) -> str:
+    """Returns the file name of a writer's manifest."""
+    return prefix + MANIFEST_SUFFIX
+
+
+def check_prefix(prefix: object) -> str:
+    """Checks a writer prefix against the file-name rule.
+
+    Raises:
+        ValueError: if the prefix could name a path or an unsafe file.
+    """
+    if not isinstance(prefix, str) or not _PREFIX_RE.fullmatch(prefix):
+        raise ValueError(
+            f"file_prefix must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}, got {prefix!r}"
+        )
+    return prefix
+
+
+def check_plain_name(name: object, where: str) -> str:
+    """Checks that a file name read from a recording names a file inside its directory.
+
+    Raises:
+        FormatError: for anything but a plain, safe file name (no separators, no ``..``).
+    """
+    if not isinstance(name, str) or not _PLAIN_NAME_RE.fullmatch(name) or ".." in name:
+        raise FormatError(f"{where}: file name {name!r} is not a plain file name in the directory")
+    return name
+
+
+def parse_dtype(text: object, where: str) -> np.dtype:
+    """Parses a dtype string from a recording, refusing object and unknown dtypes.
+
+    Raises:
+        FormatError: if ``text`` is not a plain numeric, bool or fixed-size string dtype.
+    """
+    dtype = _DTYPE_CACHE.get(text) if type(text) is str else None
+    if dtype is not None:
+        return dtype
+    if not isinstance(text, str) or not (_DTYPE_RE.fullmatch(text) or text in _DTYPE_NAMES):
+        raise FormatError(f"{where}: unsupported dtype {text!r}")
+    try:
+        dtype = np.dtype(text)
+    except TypeError as e:
+        raise FormatError(f"{where}: unsupported dtype {text!r}") from e
+    if dtype.kind not in "biufcUS" or dtype.hasobject or dtype.itemsize == 0:
+        raise FormatError(f"{where}: unsupported dtype {text!r}")
+    if len(_DTYPE_CACHE) < DTYPE_CACHE_SIZE:
+        _DTYPE_CACHE[text] = dtype
+    return dtype
+
+
+def _check_int(value: object, where: str, what: str, low: int = 0, high: int | None = None) -> int:
+    if type(value) is not int or value < low or (high is not None and value > high):
+        bound = f" and <= {high}" if high is not None else ""
+        raise FormatError(f"{where}: {what} must be an integer >= {low}{bound}, got {value!r}")
+    return value
+
+
+class ArrayRef:
+    """One validated array reference: where an array's bytes are and how to view them.
+
+    Attributes:
+        file: plain file name of the .bin file in the recording directory.
+        dtype: the array's dtype.
+        shape: the array's shape.
+        offset: byte offset of the first element in the file.
+        size: number of bytes.
+        crc32: zlib CRC-32 of the bytes, or None when the writer did not record one.
+    """
+
+    __slots__ = ("file", "dtype", "shape", "offset", "size", "crc32")
+
+    def __init__(self, file: str, dtype: np.dtype, shape: tuple[int, ...], offset: int,
+                 size: int, crc32: int | None) -> None:
+        self.file = file
+        self.dtype = dtype
+        self.shape = shape
+        self.offset = offset
+        self.size = size
+        self.crc32 = crc32
+
+
+def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
+              file: str | None = None) -> ArrayRef:
+    """Validates an array reference read from a batch file.
+
+    Checks everything that does not need the .bin file itself: the file name is plain, the dtype
+    is allowed, the shape is sane, the offset is aligned and the size matches shape and dtype.
+    The caller checks ``offset + size`` against the file size. (Readers validate every
+    reference they use, so the checks are written to cost little when they pass.)
+
+    Args:
+        obj: the decoded JSON object with ``"__type": "ndarray"``.
+        where: names the file and position, for error messages.
+        aligned: require ``npyoff % ALIGNMENT == 0`` (legacy files are read without it).
+        file: when given, ``npyfile`` must be this (already checked) file name.
+
+    Raises:
+        FormatError: naming ``where`` and what is wrong.
+    """
+    get: Callable[..., Any] = obj.get  # JSON values: checked one by one below
+    if get("order", "C") != "C":
+        raise FormatError(f"{where}: only C order is supported, got {get('order')!r}")
+    name = get("npyfile")
+    if file is None or name != file:
+        check_plain_name(name, where)
+        if file is not None:
+            raise FormatError(f"{where}: npyfile {name!r} is not this batch's {file!r}")
+    dtype = parse_dtype(get("dtype"), where)
+    shape = get("shape")
+    if not isinstance(shape, list) or len(shape) > MAX_NDIM:
+        raise FormatError(f"{where}: shape must be a list of at most {MAX_NDIM} integers")
+    count = nonzero = 1
+    for dim in shape:
+        if type(dim) is not int or not 0 <= dim <= MAX_DIM:
+            _check_int(dim, where, "every dimension", 0, MAX_DIM)
+        count *= dim
+        if dim:
+            nonzero *= dim
+    offset = get("npyoff")
+    if type(offset) is not int or offset < 0:
+        _check_int(offset, where, "npyoff")
+    if aligned and offset % ALIGNMENT:
+        raise FormatError(f"{where}: npyoff {offset} is not a multiple of {ALIGNMENT}")
+    size = get("size")
+    if type(size) is not int or size < 0:
+        _check_int(size, where, "size")
+    # A zero dimension makes any shape empty, but numpy still refuses shapes whose other
+    # dimensions overflow its index type: bound the bytes of the non-zero dimensions too.
+    if nonzero * dtype.itemsize > MAX_DIM:
+        raise FormatError(f"{where}: shape {shape} of {dtype.str} has too many elements")
+    expected = count * dtype.itemsize
+    if size != expected:
+        raise FormatError(
+            f"{where}: size {size} does not match shape {shape} of {dtype.str} ({expected} bytes)"
+        )
+    crc = get("crc32")
+    if crc is not None and (type(crc) is not int or not 0 <= crc <= 0xFFFFFFFF):
+        _check_int(crc, where, "crc32", 0, 0xFFFFFFFF)
+    return ArrayRef(name, dtype, tuple(shape), offset, size, crc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules of manifests, batches and entries (the reader and integrity check them here)
+
+# How an episode ends, on its last entry's "end" (see "Batch" above).
+ENDS = ("terminated", "truncated", "reset", "close")
+# A batch file of some writer: "<prefix>.ep<9 or more digits>.json" or ".bin".
+BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>json|bin)")
+# The non-negative integers every BATCH of a manifest carries besides first, len and episodes.
+BATCH_COUNTS = ("json_size", "bin_size", "steps", "json_crc32")
+
+
+def exact_dtype(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
+    """Every value of ``src`` is exactly a value of ``dst`` (numpy's "safe" casts include
+    int64 -> float64, which rounds integers beyond 2**53)."""
+    if not np.can_cast(src, dst, "safe"):
+        return False
+    if src.kind in "iu" and dst.kind in "fc":
+        return bool(src.itemsize * 8 - (src.kind == "i") <= np.finfo(dst).nmant + 1)
+    return True
+
+
+def exact_in(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
+    """True when ``values`` cast to ``dtype`` keep every value exactly (NaNs included)."""
+    if exact_dtype(values.dtype, dtype):
+        return True
+    with np.errstate(all="ignore"):
+        back = values.astype(dtype).astype(values.dtype)
+    return bool(np.array_equal(back, values, equal_nan=values.dtype.kind in "fc"))
+
+
+def join_dtype(dtypes: Sequence[np.dtype[Any]], where: str) -> np.dtype[Any]:
+    """The dtype one leaf's parts are joined in (see "Trees"): numpy's result_type of numbers,
+    of U strings or of S strings.
+
+    Raises:
+        FormatError: for other mixes (numbers with strings, U with S).
+    """
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return first
+    kinds = {d.kind for d in dtypes}
+    if not (kinds <= set("biufc") or kinds == {"U"} or kinds == {"S"}):
+        raise FormatError(f"{where}: the episode's parts store one leaf with dtypes that do "
+                          f"not mix: {sorted({d.str for d in dtypes})}")
+    return np.result_type(*dtypes)
+
+
+def rounding_dtypes(dtypes: Sequence[np.dtype[Any]], joined: np.dtype[Any]) -> set[np.dtype[Any]]:
+    """Those of ``dtypes`` that ``joined`` may not hold every value of (int64 beside float64)."""
+    return {d for d in set(dtypes) if not exact_dtype(d, joined)}
+
+
+def join_arrays(where: str, arrays: Sequence[np.ndarray]) -> np.ndarray | list[Any]:
+    """Joins one leaf's arrays of consecutive parts (or episodes), keeping every value exactly.
+
+    One array of :func:`join_dtype` when that dtype holds every part's values exactly, else
+    (64-bit integers beyond 2**53 meeting a float part, int64 meeting uint64 beyond 2**63)
+    the list of their rows, each in its part's dtype, as for a leaf stored as values.
+    """
+    if len(arrays) == 1:
+        return arrays[0]
+    dtypes = [a.dtype for a in arrays]
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return np.concatenate(arrays)
+    dtype = join_dtype(dtypes, where)
+    risky = rounding_dtypes(dtypes, dtype)
+    if all(a.dtype not in risky or exact_in(a, dtype) for a in arrays):
+        return np.concatenate(arrays, dtype=dtype)
+    rows: list[Any] = []
+    for a in arrays:
+        rows.extend(a)
+    return rows
+
+
+def is_legacy(doc: dict[str, Any]) -> bool:
+    """True for an OpenAI gym-recording manifest or batch: no "format" and no "version"."""
+    return "format" not in doc and "version" not in doc
+
+
+def check_version(doc: dict[str, Any], where: str) -> int:
+    """Checks a manifest's "format" and "version" against this reader's; returns the version.
+
+    Raises:
+        FormatError: if the format is not ours, the version malformed or newer than
+            :data:`FORMAT_VERSION`.
+    """
+    if doc.get("format") != FORMAT_NAME:
+        raise FormatError(f"{where}: format is {doc.get('format')!r}, not {FORMAT_NAME!r}")
+    version = doc.get("version")
+    if type(version) is not int or version < 1:
+        raise FormatError(f"{where}: bad format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise FormatError(f"{where}: format version {version} is newer than this reader "
+                          f"({FORMAT_VERSION}); upgrade gym_recorder")
+    return version
+
+
+def check_batch_entry(batch: Any, where: str, prefix: str, entries: int,
+                      legacy: bool = False) -> int:
+    """Checks one BATCH of a manifest; returns how many episodes it starts.
+
+    Args:
+        batch: the decoded BATCH object.
+        where: names the manifest and the batch, for messages.
+        prefix: the writer's prefix (the batch's files must be its own).
+        entries: the entry index after the previous batch (batches must not overlap).
+        legacy: a gym-recording manifest (``first``, ``len`` and ``fn`` only; every entry is
+            an episode).
+
+    Raises:
+        FormatError: naming ``where`` and what is wrong.
+    """
+    if not isinstance(batch, dict):
+        raise FormatError(f"{where}: must be an object")
+    first, length = batch.get("first"), batch.get("len")
+    if type(first) is not int or type(length) is not int or first < 0 or length < 0:
+        raise FormatError(f"{where}: 'first' and 'len' must be non-negative integers")
+    fn = check_plain_name(batch.get("fn"), where)
+    if legacy:
+        # gym-recording named batches P.epNNNNNNNNN.json; refuse another writer's files.
+        if not (fn.startswith(prefix + ".ep") and fn.endswith(".json")):
+            raise FormatError(f"{where}: fn {fn!r} is not a batch of this writer, expected "
+                              f"{prefix + '.ep'}NNNNNNNNN.json")
+        if length * MIN_ENTRY_BYTES > MAX_JSON_BYTES:
+            raise FormatError(f"{where}: 'len' {length} episodes cannot fit a batch JSON of at "
+                              f"most {MAX_JSON_BYTES} bytes")
+        return length
+    if first < entries:
+        # Gaps are allowed (batches moved aside by repair); overlaps are not.
+        raise FormatError(f"{where}: first entry {first} overlaps the previous batch "
+                          f"(expected at least {entries})")
+    check_plain_name(batch.get("bin"), where)
+    stem = batch_stem(prefix, first)
+    for key, ext in (("fn", ".json"), ("bin", ".bin")):
+        if batch[key] != stem + ext:
+            raise FormatError(f"{where}: {key} {batch[key]!r} is not this writer's batch "
+                              f"file, expected {stem + ext!r}")
+    new = batch.get("episodes")
+    for key in BATCH_COUNTS:
+        if type(batch.get(key)) is not int or batch[key] < 0:
+            raise FormatError(f"{where}: {key!r} must be a non-negative integer")
+    if type(new) is not int or not 0 <= new <= length:
+        raise FormatError(f"{where}: 'episodes' must be an integer in [0, len]")
+    if batch["json_size"] > MAX_JSON_BYTES or length * MIN_ENTRY_BYTES > batch["json_size"]:
+        raise FormatError(f"{where}: 'len' {length} entries cannot fit a batch JSON of "
+                          f"{batch['json_size']} bytes (at most {MAX_JSON_BYTES} bytes, at least "
+                          f"{MIN_ENTRY_BYTES} byte an entry)")
+    return new
+
+
+def continues(entry: dict[str, Any]) -> bool:
+    """True if a later entry holds more of this entry's episode."""
+    return entry.get("continues") is True
+
+
+def entry_end(entry: dict[str, Any], where: str) -> str | None:
+    """How the episode ends at this entry: one of :data:`ENDS`, or None (it continues, or was
+    not ended).
+
+    Raises:
+        FormatError: for an "end" that is not one of :data:`ENDS`.
+    """
+    end = entry.get("end")
+    if end is not None and end not in ENDS:
+        raise FormatError(f"{where}: unknown end {end!r}")
+    return None if continues(entry) else end
+
+
+class IndexColumn:
+    """One checked column of a batch INDEX: its dtype, first offset and padding unit."""
+
+    __slots__ = ("dtype", "offset", "unit")
+
+    def __init__(self, dtype: np.dtype, offset: int, unit: int) -> None:
+        self.dtype = dtype
+        self.offset = offset
+        self.unit = unit
+
+
+def parse_batch_index(index: Any, where: str, length: int, bin_size: int,
+                      n_columns: int) -> tuple[int, int, list[IndexColumn]]:
+    """Checks a BATCH's ``"index"`` as far as the manifest shows it (see "Batch index").
+
+    Args:
+        index: the decoded INDEX.
+        where: names the manifest and the batch, for messages.
+        length: the BATCH's ``len``.
+        bin_size: the BATCH's ``bin_size``.
+        n_columns: the columns the writer's spaces have (leaves of both, plus 3).
+
+    Returns:
+        (the table's offset, its CRC-32, the columns).
+
+    Raises:
+        FormatError: naming ``where`` and what is wrong.
+    """
+    if not isinstance(index, dict):
+        raise FormatError(f"{where}: 'index' must be an object")
+    table, crc, columns = index.get("table"), index.get("crc32"), index.get("columns")
+    table_bytes = length * INDEX_TABLE_WIDTH * 8
+    if type(table) is not int or table < 0 or table % ALIGNMENT or table + table_bytes > bin_size:
+        raise FormatError(f"{where}: index table at {table!r} ({table_bytes} bytes) is not an "
+                          f"offset aligned to {ALIGNMENT} inside the .bin ({bin_size} bytes)")
+    crc = _check_int(crc, where, "the index's crc32", 0, 0xFFFFFFFF)
+    if not isinstance(columns, list) or len(columns) != n_columns:
+        got = len(columns) if isinstance(columns, list) else type(columns).__name__
+        raise FormatError(f"{where}: the index must have {n_columns} columns (the spaces' "
+                          f"leaves, rewards, terminations, truncations), got {got}")
+    out = []
+    for k, col in enumerate(columns):
+        here = f"{where} index column {k}"
+        if not isinstance(col, list) or len(col) != 3:
+            raise FormatError(f"{here}: must be [dtype, npyoff, unit]")
+        dtype = parse_dtype(col[0], here)
+        offset = _check_int(col[1], here, "npyoff", 0, bin_size)
+        unit = _check_int(col[2], here, "unit", ALIGNMENT, MAX_INDEX_UNIT)
+        if offset % ALIGNMENT or unit % ALIGNMENT:
+            raise FormatError(f"{here}: npyoff {offset} and unit {unit} must be multiples of "
+                              f"{ALIGNMENT}")
+        out.append(IndexColumn(dtype, offset, unit))
+    return table, crc, out

@@ -1,0 +1,449 @@
+"""Turning a recording into other things: a summary, a flat ``.npz``, a plot, a video.
+
+Everything here reads a recording with :class:`~gym_recorder.RecordingReader`. Optional libraries
+(matplotlib for :func:`plot_returns`, imageio for :func:`write_video`) are imported only by the
+function that needs them; a missing one raises :class:`MissingExtraError` naming the extra to
+install.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..read.envgroups import group_envs
+from ..errors import FormatError, RecorderError, UnsupportedSpaceError, install_hint
+from ..read.reader import RecordingReader
+
+__all__ = [
+    "ExportError",
+    "MissingExtraError",
+    "summarize",
+    "export_npz",
+    "flatten_tree",
+    "image_leaves",
+    "plot_returns",
+    "write_video",
+    "VIDEO_SUFFIXES",
+]
+
+# Output suffixes write_video understands, and the imageio plugin that writes each.
+VIDEO_SUFFIXES = (".mp4", ".gif")
+# libx264 with the yuv420p pixel format needs even frame sizes; frames are padded up to this.
+VIDEO_BLOCK = 2
+# Default frame rate when neither the user nor the env says.
+DEFAULT_FPS = 30.0
+# Default plot size in pixels (width, height) and resolution.
+DEFAULT_PLOT_SIZE = (1000, 600)
+DEFAULT_PLOT_DPI = 100
+
+
+class ExportError(RecorderError):
+    """A recording cannot be turned into the requested output (the message says why)."""
+
+
+class MissingExtraError(RecorderError, ImportError):
+    """An optional dependency is not installed (the message names the extra to install)."""
+
+
+def _require(module: str, extra: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtraError(f"{module} is not installed; install it with: "
+                                f"{install_hint(extra)}") from e
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def dir_bytes(directory: str | os.PathLike[str]) -> int:
+    """Bytes of the regular files directly in ``directory``."""
+    with os.scandir(os.fspath(directory)) as it:
+        return sum(e.stat(follow_symlinks=False).st_size for e in it
+                   if e.is_file(follow_symlinks=False))
+
+
+def _space_text(space: Any, desc: Any) -> str | None:
+    """A space as text; for one that holds a space gym_recorder does not know (so ``space`` is
+    None), what it is and which class, rather than nothing."""
+    from ..format.spaces import unknown_space
+
+    if space is not None:
+        return str(space)
+    unknown = unknown_space(desc)
+    if unknown is None:
+        return None
+    path, cls = unknown
+    where = f"{desc.get('type')} holding {cls} at {path}" if path else cls
+    return f"{where} (a space gym_recorder does not know: not rebuilt)"
+
+
+def _writer_spaces(writer: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A writer's spaces as text (from its manifest), for the per-env summary."""
+    from ..format.spaces import build_space
+
+    if writer.get("legacy"):
+        return None, None
+    out = []
+    for key in ("observation_space", "action_space"):
+        desc = writer["manifest"].get(key)
+        try:
+            space = build_space(desc, key)
+        except FormatError:
+            space = desc = None
+        out.append(_space_text(space, desc))
+    return out[0], out[1]
+
+
+def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """Summarises a recording: one row per episode, totals, spaces, env id, writers, bytes.
+
+    Every value is JSON-encodable; non-finite total rewards are given as None. An episode's
+    total reward (its return) is named ``total_reward`` as in :class:`~gym_recorder.Episode`.
+
+    Returns:
+        A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
+        ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
+        ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per way an
+        episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
+        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
+        and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
+        ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``,
+        ``env_id``), and ``envs``: one dict per env id (see
+        :func:`gym_recorder.read.envgroups.group_envs`). With several envs, the top-level
+        ``env_id`` and spaces are None.
+    """
+    with RecordingReader(directory) as reader:
+        writers = reader.writers
+        number = {w["prefix"]: k for k, w in enumerate(writers)}
+        rows: list[dict[str, Any]] = []
+        ends: dict[str, int] = {}
+        for ep in reader.summaries():  # rewards only: no observations are read
+            end = ep.end if ep.end is not None else "none"
+            ends[end] = ends.get(end, 0) + 1
+            rows.append({"index": ep.index, "length": ep.length,
+                         "total_reward": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
+                         "sub_env": ep.sub_env, "writer": number[ep.writer]})
+        obs_space, act_space = reader.observation_space, reader.action_space
+        env_id = reader.env_id
+        spaces = [_writer_spaces(w) for w in writers]
+        first = next((w["manifest"] for w in writers if not w["legacy"]), None) or {}
+    writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
+                    "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
+                    "vector": w["manifest"].get("vector") if not w["legacy"] else None}
+                   for w in writers]
+    envs = group_envs(rows, [{**w, "observation_space": o, "action_space": a}
+                             for w, (o, a) in zip(writer_rows, spaces)])
+    for r in rows:
+        r["env_id"] = writers[r["writer"]]["env_id"]
+    if len(envs) > 1:  # several envs: no single env id or spaces for the whole directory
+        env_id = obs_space = act_space = None
+        first = {}
+    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None], dtype=float)
+    return {
+        "directory": os.fspath(directory),
+        "env_id": env_id,
+        "episodes": len(rows),
+        "steps": int(sum(r["length"] for r in rows)),
+        "bytes": dir_bytes(directory),
+        "observation_space": _space_text(obs_space, first.get("observation_space")),
+        "action_space": _space_text(act_space, first.get("action_space")),
+        "total_reward_mean": float(returns.mean()) if returns.size else None,
+        "total_reward_min": float(returns.min()) if returns.size else None,
+        "total_reward_max": float(returns.max()) if returns.size else None,
+        "ends": dict(sorted(ends.items())),
+        "writers": writer_rows,
+        "envs": envs,
+        "episode_table": rows,
+    }
+
+
+# -- npz -----------------------------------------------------------------------------------------
+
+def flatten_tree(tree: Any, prefix: str) -> list[tuple[str, Any]]:
+    """``(name, leaf)`` for each leaf of a stacked tree: ``prefix`` for a single leaf, else
+    ``prefix/key/...`` for Dict keys and ``prefix/0/...`` for Tuple positions.
+
+    Raises:
+        UnsupportedSpaceError: if two leaves get one name (a Dict key holding "/" beside a
+            nested Dict: ``{"a/b": ..., "a": {"b": ...}}``); one would overwrite the other.
+    """
+    out = list(_flatten(tree, prefix))
+    names = [name for name, _ in out]
+    if len(set(names)) != len(names):
+        name = next(n for n in names if names.count(n) > 1)
+        raise UnsupportedSpaceError(f"{name}: two leaves of the space have this name (a Dict "
+                                    f"key holding '/' beside a nested key); rename the key")
+    return out
+
+
+def _flatten(tree: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _flatten(v, f"{prefix}/{k}")
+    elif isinstance(tree, tuple):
+        for i, v in enumerate(tree):
+            yield from _flatten(v, f"{prefix}/{i}")
+    else:
+        yield prefix, tree
+
+
+def _as_array(name: str, leaf: Any) -> np.ndarray:
+    if isinstance(leaf, np.ndarray):
+        return leaf
+    if all(isinstance(x, str) for x in leaf):  # Text leaves
+        return np.array(leaf, dtype=str) if leaf else np.zeros(0, dtype="<U1")
+    raise ExportError(f"{name}: its rows have no one shape and dtype (values recorded outside "
+                      f"the space, which the recorder warned about, or a Sequence, Graph or "
+                      f"OneOf space) and cannot be exported to npz")
+
+
+def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], *,
+               compress: bool = False, env_id: str | None = None) -> dict[str, Any]:
+    """Writes every episode of a recording, concatenated, into one ``.npz`` file.
+
+    With E episodes of N_0, ..., N_{E-1} steps and S = sum(N_i) steps in all, the file holds:
+
+    - ``observations`` (or ``observations/<key>/...`` per leaf of a Dict or Tuple space, e.g.
+      ``observations/position``, ``observations/nested/pair/0``): S + E rows, each episode's
+      N_i + 1 observations (its reset observation first) one after another.
+    - ``actions`` (or ``actions/<key>/...``): S rows.
+    - ``rewards`` (float64), ``terminations`` and ``truncations`` (bool): S rows.
+    - ``episode_starts`` (int64, E): the first step row of each episode; episode i's actions,
+      rewards and flags are rows ``episode_starts[i] : episode_starts[i] + episode_lengths[i]``.
+    - ``episode_lengths`` (int64, E): N_i.
+    - ``observation_starts`` (int64, E): ``episode_starts + arange(E)``, the first observation
+      row of each episode; episode i's observations are rows
+      ``observation_starts[i] : observation_starts[i] + episode_lengths[i] + 1``, and the
+      observation before step row ``s`` of episode i is row ``s + i``.
+    - ``episode_seeds`` (int64, E): the reset seed, -1 when none was passed.
+    - ``episode_sub_envs`` (int64, E): the sub-environment of vector recordings, -1 otherwise.
+
+    Leaves keep their recorded dtype and shape; Text leaves become unicode arrays. Infos are not
+    exported. Everything is assembled in memory before writing.
+
+    Args:
+        directory: the recording directory.
+        path: the output file (``.npz`` is appended by numpy if missing).
+        compress: use ``np.savez_compressed``.
+        env_id: export only the episodes of this env; required when the directory holds
+            several envs.
+
+    Returns:
+        ``{"path": ..., "episodes": E, "steps": S, "arrays": {name: [shape, dtype str]}}``.
+
+    Raises:
+        ExportError: if the recording is empty, its episodes have different structures, or a
+            leaf cannot be stored as one array.
+    """
+    obs_parts: dict[str, list[Any]] = {}
+    act_parts: dict[str, list[Any]] = {}
+    rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
+    with RecordingReader(directory) as reader:
+        ids = list(dict.fromkeys(w["env_id"] for w in reader.writers))
+        if env_id is None and len(ids) > 1:
+            raise ExportError(f"{os.fspath(directory)} holds episodes of {len(ids)} envs "
+                              f"({', '.join(map(str, ids))}); choose one with --env ID "
+                              "(env_id=...)")
+        if env_id is not None and env_id not in ids:
+            raise ExportError(f"{os.fspath(directory)} holds no episodes of env {env_id!r} "
+                              f"(it holds {', '.join(map(str, ids))})")
+        for ep in reader:
+            if env_id is not None and ep.env_id != env_id:
+                continue
+            for parts, tree, prefix in ((obs_parts, ep.observations, "observations"),
+                                        (act_parts, ep.actions, "actions")):
+                leaves = dict(flatten_tree(tree, prefix))
+                if parts and set(parts) != set(leaves):
+                    raise ExportError(f"episode {ep.index}: its {prefix} have leaves "
+                                      f"{sorted(leaves)}, earlier episodes {sorted(parts)}")
+                for name, leaf in leaves.items():
+                    parts.setdefault(name, []).append(_as_array(name, leaf))
+            rewards.append(ep.rewards)
+            terms.append(ep.terminations)
+            truncs.append(ep.truncations)
+            lengths.append(ep.length)
+            seeds.append(-1 if ep.seed is None else ep.seed)
+            subs.append(-1 if ep.sub_env is None else ep.sub_env)
+    if not lengths:
+        raise ExportError(f"{os.fspath(directory)}: the recording holds no episodes")
+    arrays: dict[str, np.ndarray] = {}
+    for parts in (obs_parts, act_parts):
+        for name, items in parts.items():
+            try:
+                arrays[name] = np.concatenate(items)
+            except ValueError as e:
+                raise ExportError(f"{name}: episodes do not concatenate ({e})") from e
+    arrays["rewards"] = np.concatenate(rewards).astype(np.float64, copy=False)
+    arrays["terminations"] = np.concatenate(terms).astype(bool, copy=False)
+    arrays["truncations"] = np.concatenate(truncs).astype(bool, copy=False)
+    length_arr = np.array(lengths, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(length_arr)[:-1]]).astype(np.int64)
+    arrays["episode_starts"] = starts
+    arrays["episode_lengths"] = length_arr
+    arrays["observation_starts"] = starts + np.arange(len(lengths), dtype=np.int64)
+    arrays["episode_seeds"] = np.array(seeds, dtype=np.int64)
+    arrays["episode_sub_envs"] = np.array(subs, dtype=np.int64)
+    save: Any = np.savez_compressed if compress else np.savez
+    path = os.fspath(path)
+    with open(path, "wb") as f:
+        save(f, **arrays)
+    return {"path": path, "episodes": len(lengths), "steps": int(length_arr.sum()),
+            "arrays": {k: [list(v.shape), v.dtype.str] for k, v in arrays.items()}}
+
+
+# -- plot ----------------------------------------------------------------------------------------
+
+def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
+                 size: tuple[int, int] = DEFAULT_PLOT_SIZE, dpi: int = DEFAULT_PLOT_DPI) -> None:
+    """Plots episode return and length over episodes into an image file.
+
+    Two panels share the episode axis: the return of each episode (with a moving average once
+    there are enough episodes) and its length in steps. The file type follows the suffix (png,
+    svg, pdf, ...); a png is exactly ``size`` pixels.
+
+    Args:
+        summary: what :func:`summarize` returned.
+        path: the output file.
+        size: (width, height) in pixels.
+        dpi: dots per inch (with ``size``, sets the figure size in inches).
+
+    Raises:
+        MissingExtraError: if matplotlib is not installed.
+        ExportError: if the recording has no episodes.
+    """
+    rows = summary["episode_table"]
+    if not rows:
+        raise ExportError(f"{summary['directory']}: the recording holds no episodes to plot")
+    _require("matplotlib", "plot")
+    # No pyplot: no global figure state and no GUI backend, just the Agg canvas.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax_ret, ax_len = fig.subplots(2, 1, sharex=True)
+    ids = list(dict.fromkeys(r.get("env_id") for r in rows))
+    if len(ids) > 1:  # several envs: one series per env, over the episode index
+        for env_id in ids:
+            mine = [r for r in rows if r.get("env_id") == env_id]
+            x = np.array([r["index"] for r in mine])
+            label = env_id if isinstance(env_id, str) else "(no env id)"
+            ax_ret.plot(x, [np.nan if r["total_reward"] is None else r["total_reward"] for r in mine],
+                        marker="o" if len(mine) <= 50 else None, markersize=3, linewidth=1,
+                        label=label)
+            ax_len.plot(x, [r["length"] for r in mine], marker="o" if len(mine) <= 50 else None,
+                        markersize=3, linewidth=1, label=label)
+        ax_ret.legend(loc="best")
+        ax_ret.set_ylabel("episode return")
+        ax_len.set_ylabel("episode length (steps)")
+        ax_len.set_xlabel("episode")
+        for ax in (ax_ret, ax_len):
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(f"{len(ids)} envs: return and length of {len(rows)} episodes "
+                     f"({summary['steps']:,} steps)")
+        fig.tight_layout()
+        fig.savefig(os.fspath(path), dpi=dpi)
+        return
+    x = np.array([r["index"] for r in rows])
+    returns = np.array([np.nan if r["total_reward"] is None else r["total_reward"] for r in rows], float)
+    lengths = np.array([r["length"] for r in rows])
+    marker = "o" if len(rows) <= 50 else None
+    ax_ret.plot(x, returns, marker=marker, markersize=3, linewidth=1, label="return")
+    window = max(len(rows) // 20, 1)
+    if window > 1:
+        kernel = np.ones(window) / window
+        ax_ret.plot(x[window - 1:], np.convolve(returns, kernel, mode="valid"), linewidth=2,
+                    label=f"moving average of {window} episodes")
+        ax_ret.legend(loc="best")
+    ax_ret.set_ylabel("episode return")
+    ax_ret.grid(True, alpha=0.3)
+    ax_len.plot(x, lengths, marker=marker, markersize=3, linewidth=1, color="tab:green")
+    ax_len.set_ylabel("episode length (steps)")
+    ax_len.set_xlabel("episode")
+    ax_len.grid(True, alpha=0.3)
+    name = summary.get("env_id") or os.path.basename(os.path.normpath(summary["directory"]))
+    fig.suptitle(f"{name}: return and length of {len(rows)} episodes "
+                 f"({summary['steps']:,} steps)")
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), dpi=dpi)
+
+
+# -- video ---------------------------------------------------------------------------------------
+
+def image_leaves(tree: Any) -> list[tuple[str, np.ndarray]]:
+    """The leaves of a stacked observation tree that are image sequences: uint8 (T, H, W, 3).
+
+    Names are ``""`` for a single leaf, else ``key/...`` paths as in :func:`flatten_tree`.
+    """
+    out = []
+    for name, leaf in flatten_tree(tree, ""):
+        if isinstance(leaf, np.ndarray) and leaf.dtype == np.uint8 and leaf.ndim == 4 \
+                and leaf.shape[-1] == 3:
+            out.append((name.lstrip("/"), leaf))
+    return out
+
+
+def _pad_even(frame: np.ndarray) -> np.ndarray:
+    h, w = frame.shape[:2]
+    ph, pw = (-h) % VIDEO_BLOCK, (-w) % VIDEO_BLOCK
+    if ph or pw:
+        return np.pad(frame, ((0, ph), (0, pw), (0, 0)))
+    return frame
+
+
+def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAULT_FPS) -> int:
+    """Writes rgb frames (uint8 H x W x 3 each) to an ``.mp4`` or ``.gif`` file.
+
+    mp4 is H.264 (ffmpeg via imageio-ffmpeg, yuv420p) with frames padded to even sizes, one
+    video frame per frame given. gif is written by Pillow, which stores a frame identical to the
+    one before it as a longer duration of that one, so the timing is kept but the file can hold
+    fewer frames than given.
+
+    Returns:
+        The number of frames the file holds.
+
+    Raises:
+        MissingExtraError: if imageio (or, for mp4, imageio-ffmpeg) is not installed.
+        ExportError: for an unknown suffix, no frames, or frames that are not rgb images.
+    """
+    path = os.fspath(path)
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise ExportError(f"{path}: unknown video type {suffix!r}; use one of "
+                          f"{', '.join(VIDEO_SUFFIXES)}")
+    if not fps > 0:
+        raise ExportError(f"fps must be positive, got {fps}")
+    frames = [np.asarray(f) for f in frames]
+    if not frames:
+        raise ExportError("no frames to write")
+    shape = frames[0].shape
+    for k, f in enumerate(frames):
+        if f.dtype != np.uint8 or f.ndim != 3 or f.shape[-1] != 3 or f.shape != shape:
+            raise ExportError(f"frame {k}: {f.dtype} {f.shape}, expected uint8 {shape[:2]} x 3")
+    _require("imageio", "video")
+    if suffix == ".gif":
+        import imageio.v3 as iio
+
+        iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
+        from PIL import Image  # imageio's gif writer is Pillow
+
+        with Image.open(path) as im:
+            return int(getattr(im, "n_frames", 1))
+    _require("imageio_ffmpeg", "video")
+    import imageio.v2 as iio2
+
+    with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
+                         pixelformat="yuv420p", macro_block_size=1) as w:
+        writer: Any = w  # (imageio's v2 type is the base class, without append_data)
+        for f in frames:
+            writer.append_data(_pad_even(f))
+    return len(frames)

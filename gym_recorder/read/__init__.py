@@ -1,0 +1,10 @@
+"""Reading: a recording's files become checked arrays and episodes.
+
+The way an observation comes back: ``storage`` (local or remote bytes) -> ``manifest`` (writers
+and their batches) -> ``decode`` and ``columns`` (a batch checked and decoded; ``outside``:
+leaves stored outside their space) -> ``assemble`` (parts into episodes, whole-recording columns
+and summaries; ``rows``: rows of one episode; ``stepindex``: step columns through the batches'
+indexes) -> ``reader`` (:class:`RecordingReader`; ``batchcache``: the parsed batches it keeps)
+-> ``episode`` (what it hands out). ``legacy`` reads gym-recording files, ``envgroups`` groups
+episodes by env, ``batches`` walks a recording batch by batch.
+"""

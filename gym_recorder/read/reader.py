@@ -1,0 +1,475 @@
+"""The reader: opens a recording, validates everything, hands out episodes.
+
+A recording is untrusted input. Every manifest, batch and array reference is checked before use
+(see :mod:`gym_recorder.format`); problems raise :class:`FormatError` naming the file. Arrays are
+read into memory the arrays own (one read per episode part, or straight into the rows of an
+episode's arrays when it spans several batches), so they stay valid after the
+reader is closed. Nothing is ever unpickled.
+
+The steps of reading live in modules of their own: :mod:`~gym_recorder.read.storage` (where the bytes
+come from), :mod:`~gym_recorder.read.manifest` (the writers and their batches),
+:mod:`~gym_recorder.read.decode` (a batch's JSON and arrays), :mod:`~gym_recorder.read.assemble` (parts
+into an episode), :mod:`~gym_recorder.read.legacy` (gym-recording files) and
+:mod:`~gym_recorder.read.batches` (a recording batch by batch). This module holds the reader itself:
+its lifetime, refresh, indexing and summaries.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, cast
+
+import gymnasium as gym
+import numpy as np
+
+from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single_episode,
+                       stitched_episode, summarize)
+from .batchcache import BATCH_CACHE_BYTES, BatchCache, estimated_bytes
+from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
+from .columns import FastPart
+from .decode import Batch, Decoder, parse_batch
+from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
+from ..errors import EmptySelectionError, FormatError, RecordingClosedError
+from ..format import ENDS, continues
+from .legacy import legacy_episode
+from .manifest import Manifest, load_manifests
+from .rows import EpisodeRows, episode_rows
+from ..format.spaces import build_space
+from .stepindex import FIELDS as STACKED_FIELDS, Stacked, read_stacked
+from .storage import Storage, located, naming_urls, open_storage
+
+__all__ = ["RecordingReader", "Episode", "EpisodeSummary", "BatchInfo", "EpisodePart",
+           "scan_recorded_traces", "ENDS"]
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+_UNKNOWN_SIZE = 1 << 20
+
+
+def _naming_urls(method: _Method) -> _Method:
+    """A reader method whose FormatErrors name a remote recording's files by their URL
+    (:class:`gym_recorder.read.storage.naming_urls`); a local directory's are left as they are."""
+    @functools.wraps(method)
+    def call(self: RecordingReader, *args: Any, **kwargs: Any) -> Any:
+        with naming_urls(self._storage):
+            return method(self, *args, **kwargs)
+
+    return cast(_Method, call)
+# The validated manifest, under the name code written against the one-module reader imports.
+_Manifest = Manifest
+
+
+class RecordingReader:
+    """Reads a recording directory: every writer's episodes, in a deterministic order.
+
+    Writers are ordered by their manifest's creation time, then prefix (legacy recordings first,
+    by name); episodes by their number within a writer. Opening reads only the manifests;
+    fetching an episode parses only the batches that hold it.
+
+    Example:
+        >>> with RecordingReader(tmp_dir) as reader:
+        ...     for episode in reader:
+        ...         print(episode.length, episode.total_reward)
+
+    Args:
+        location: the recording directory, or a URL (``s3://bucket/run``, read through fsspec:
+            see :func:`gym_recorder.read.storage.open_storage`), or a
+            :class:`~gym_recorder.read.storage.Storage`.
+        verify: check every array's CRC-32 while reading (raises :class:`ChecksumError`).
+        storage_options: fsspec options for a URL (credentials, endpoint).
+        cache_bytes: estimated memory of parsed batch files the reader may keep once it reads
+            at random (asks again for a batch it let go); it always keeps the few needed to
+            read in order. 0 keeps only those (a reader whose caller caches, as the datasets
+            and Ray's read tasks do). See :mod:`gym_recorder.read.batchcache`.
+
+    Raises:
+        FormatError: if a manifest is malformed or of an unsupported version.
+        FileNotFoundError: if the directory does not exist.
+    """
+
+    def __init__(self, location: str | os.PathLike[str] | Storage, *, verify: bool = False,
+                 storage_options: dict[str, Any] | None = None,
+                 cache_bytes: int = BATCH_CACHE_BYTES) -> None:
+        if type(cache_bytes) is not int or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
+        self._storage: Storage = open_storage(location, storage_options)
+        self._directory = self._storage.location
+        self._decoder = Decoder(self._storage, verify)
+        self._cache = BatchCache(cache_bytes)
+        self._closed = False
+        self._manifests: list[Manifest] = []
+        self._starts: list[int] = []
+        self._count = 0
+        self.refresh()
+
+    # -- the directory ------------------------------------------------------------------------
+
+    @_naming_urls
+    def refresh(self) -> None:
+        """Re-reads the manifests, to see batches committed since the reader was opened.
+
+        The reader always shows a consistent snapshot: only batches listed in a manifest.
+        """
+        self._check_open()
+        forget = getattr(self._storage, "forget", None)
+        if forget is not None:
+            forget()  # files replaced since (by repair) are opened anew
+        manifests = load_manifests(self._storage)
+        self._manifests = manifests
+        self._starts = []
+        count = 0
+        for m in manifests:
+            self._starts.append(count)
+            count += m.episodes
+        self._count = count
+        self._by_prefix = {m.prefix: k for k, m in enumerate(manifests)}
+        self._open = OpenEpisodes(self._batch)
+        self._clear_cache()
+
+    @property
+    def directory(self) -> str:
+        """The recording directory (or URL)."""
+        return self._directory
+
+    @property
+    def storage(self) -> Storage:
+        """Where the reader reads every byte from."""
+        return self._storage
+
+    @property
+    def writers(self) -> list[dict[str, Any]]:
+        """One dict per writer: prefix, env_id, episodes, batches, complete, and its manifest."""
+        return [_writer_entry(m) for m in self._manifests]
+
+    def _first_described(self) -> Manifest | None:
+        return next((m for m in self._manifests if not m.legacy), None)
+
+    @property
+    def observation_space(self) -> gym.Space[Any] | None:
+        """The observation space rebuilt from the recording (the first writer's), or None."""
+        m = self._first_described()
+        return None if m is None else build_space(m.observation_space_desc,
+                                                  f"{m.name} observation_space")
+
+    @property
+    def action_space(self) -> gym.Space[Any] | None:
+        """The action space rebuilt from the recording (the first writer's), or None."""
+        m = self._first_described()
+        return None if m is None else build_space(m.action_space_desc, f"{m.name} action_space")
+
+    @property
+    def env_id(self) -> str | None:
+        """The env id of the first writer that recorded one."""
+        return next((m.env_id for m in self._manifests if m.env_id), None)
+
+    # -- episodes --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _locate(self, index: int) -> tuple[int, Manifest, int]:
+        """The episode's normalised index, its writer, and its number within the writer."""
+        self._check_open()
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            raise TypeError(f"episode indices must be integers, got {type(index).__name__}")
+        index = int(index)
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(f"episode {index} out of range ({self._count} episodes)")
+        k = bisect.bisect_right(self._starts, index) - 1
+        return index, self._manifests[k], index - self._starts[k]
+
+    @_naming_urls
+    def __getitem__(self, index: int) -> Episode:
+        index, m, number = self._locate(index)
+        b = m.first_batch(number)
+        if m.legacy:
+            return legacy_episode(self._decoder, m, self._batch(m, b), b, number - m.starts[b],
+                                  index)
+        items = self._parts(m, number)
+        if len(items) > 1:
+            return stitched_episode(self._decoder, m, items, index)
+        # One part, in the batch loaded last (still cached): one read for all its arrays.
+        binfo, entry, part_no, batch = items[0]
+        dec = self._decoder
+        size = dec.batch_size(batch, binfo)
+        fast = dec.fast_part(m, batch, binfo, entry)  # its batch's columns decoded at once
+        if fast is not None:
+            return fast_episode(m, fast, index)
+        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=batch.data)
+        return single_episode(m, p, index)
+
+    def __iter__(self) -> Iterator[Episode]:
+        """Every episode in order, as indexing gives them.
+
+        (Its FormatErrors name a remote recording's files by URL, as indexing's do.)
+        """
+        episodes = self._episodes()
+        storage = self._storage
+        while True:
+            try:
+                episode = next(episodes)
+            except StopIteration:
+                return
+            except FormatError as e:
+                named = located(e, storage)
+                if named is e:
+                    raise
+                raise named from e
+            yield episode
+
+    def _episodes(self) -> Iterator[Episode]:
+        """Every episode in order, as indexing gives them.
+
+        An episode of one part in a batch whose columns are decoded at once is made here
+        straight from the batch, without locating it anew; any other (several parts, a
+        gym-recording writer, an entry the column path leaves out) is read by indexing.
+        """
+        self._check_open()
+        count, manifests, starts = self._count, self._manifests, self._starts
+        dec = self._decoder
+        index = 0
+        for k, m in enumerate(manifests):
+            index = starts[k]
+            # The batch of the episodes being read, and the writer's numbers of the episodes
+            # it starts (lo to hi): its decoded parts are taken as _fast_part would find them.
+            batch: Batch | None = None
+            lo = hi = 0
+            for number in range(m.episodes):
+                if self._manifests is not manifests or self._closed:
+                    # Refreshed (or closed) while iterating: index as before, up to the count
+                    # the iteration started with.
+                    for i in range(index, count):
+                        yield self[i]
+                    return
+                fast = None
+                if not m.legacy:
+                    if batch is None or not lo <= number < hi:
+                        b = m.first_batch(number)
+                        batch = self._batch(m, b)
+                        lo = m.starts[b]
+                        hi = lo + len(batch.starts)
+                    parts = batch.parts
+                    if parts is not None and lo <= number < hi:
+                        pos = batch.starts[number - lo]
+                        fast = None if continues(batch.entries[pos]) else parts.get(pos)
+                    else:
+                        fast = self._fast_part(dec, m, number)
+                        batch = None  # found again from the cache (it may have been evicted)
+                yield self[index] if fast is None else fast_episode(m, fast, index)
+                index += 1
+
+    @_naming_urls
+    def _stacked(self, indices: Sequence[int],
+                 fields: Sequence[str] = STACKED_FIELDS) -> Stacked | None:
+        """The stacked step columns of episodes (normalised indices, in that order) read
+        through the batches' indexes, or None where the batch JSON must be read (see
+        :mod:`gym_recorder.read.stepindex`); for :func:`gym_recorder.training.transitions.transitions`."""
+        self._check_open()
+        return read_stacked(self._decoder, self._manifests, self._starts, indices, fields)
+
+    @_naming_urls
+    def column(self, name: str = "observations", episodes: Iterable[int] | None = None) -> Any:
+        """One field of many episodes as one array: every episode's rows in turn.
+
+        Equal to concatenating ``getattr(episode, name)`` over the episodes, leaf by leaf for
+        Dict and Tuple spaces (a leaf widened in some batches comes back widened), but each
+        leaf is allocated once and every part's bytes are read straight into its rows, with no
+        per-episode arrays in between. Leaves stored as values (Text, values outside the
+        space) and gym-recording writers come back joined from the episodes.
+
+        Example:
+            >>> with RecordingReader(tmp_dir) as reader:
+            ...     obs = reader.column("observations")   # (sum of N + 1, *obs shape)
+
+        Args:
+            name: ``"observations"`` (each episode's N + 1 rows), ``"actions"``,
+                ``"rewards"``, ``"terminations"`` or ``"truncations"``.
+            episodes: reader indices, in the order wanted (every episode by default).
+
+        Raises:
+            ValueError: if ``name`` is not one of those.
+            EmptySelectionError: if no episode is selected.
+            UnsupportedSpaceError: if the selected episodes' writers lay the field out
+                differently (different spaces).
+            FormatError: if a file is malformed, as reading the episodes would.
+        """
+        self._check_open()
+        if name not in COLUMN_KINDS:
+            raise ValueError(f"no column {name!r}; one of {', '.join(COLUMN_KINDS)}")
+        indices = (list(range(self._count)) if episodes is None
+                   else [self._locate(i)[0] for i in episodes])
+        if not indices:
+            raise EmptySelectionError(f"no episodes selected in {self.directory}")
+        # Through the batches' indexes when they have them (no JSON parsed).
+        stacked = read_stacked(self._decoder, self._manifests, self._starts, indices, [name])
+        if stacked is not None:
+            return getattr(stacked, name)
+        located = [self._locate(i) for i in indices]
+        dec = self._decoder
+        return read_column(dec, self.directory, name, located,
+                           lambda m, number: None if m.legacy else self._fast_part(dec, m, number),
+                           self._parts, self.__getitem__)
+
+    @_naming_urls
+    def episode_rows(self, index: int) -> EpisodeRows | None:
+        """An episode's checked references, to read any rows of its fields alone.
+
+        ``reader.episode_rows(i).rows("observations", a, b)`` equals
+        ``reader[i].observations[a:b]`` but reads only those rows' bytes: for a long episode of
+        large observations, a few kB instead of the episode. Its batch files are read (their
+        JSON) and every reference is checked when it is made, as reading the episode would.
+
+        Returns:
+            None when the episode must be read whole: with ``verify=True`` (a checksum covers
+            a whole array), for a gym-recording writer, or when a leaf is stored as values or
+            in different dtypes in different parts.
+
+        Raises:
+            IndexError, TypeError: for a bad index, as indexing raises.
+            FormatError: if a file is malformed, as reading the episode would.
+        """
+        index, m, number = self._locate(index)
+        if m.legacy or self._decoder.verify:
+            return None
+        return episode_rows(self._decoder, m, self._parts(m, number))
+
+    def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
+        """The column-decoded part of writer m's episode ``number`` if it is the episode's
+        only part (the steps of :meth:`__getitem__` for such an episode), else None."""
+        b = m.first_batch(number)
+        batch = self._batch(m, b)
+        k = number - m.starts[b]
+        if not 0 <= k < len(batch.starts):
+            return None
+        entry = batch.entries[batch.starts[k]]
+        if continues(entry):
+            return None
+        return dec.fast_part(m, batch, m.batches[b], entry)
+
+    def close(self) -> None:
+        """Releases cached batches and closes their files. Episodes already returned stay valid."""
+        self._clear_cache()
+        self._storage.close()
+        self._closed = True
+
+    def __enter__(self) -> RecordingReader:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RecordingClosedError("the RecordingReader is closed")
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def _batch(self, m: Manifest, b: int) -> Batch:
+        """Batch b of writer m, parsed (kept in the reader's :class:`BatchCache`)."""
+        def load() -> tuple[Batch, int]:
+            info = m.batches[b]
+            sizes = [info.get(name) for name in ("json_size", "bin_size")]
+            # (a gym-recording manifest has neither: a batch then counts as 1 MiB of each)
+            cost = estimated_bytes(*(x if type(x) is int else _UNKNOWN_SIZE for x in sizes))
+            return parse_batch(self._storage, m, b), cost
+
+        return self._cache.get((m.name, b), load)
+
+    def _clear_cache(self) -> None:
+        self._cache.clear()
+
+    def _parts(self, m: Manifest, number: int) -> list[PartItem]:
+        """(batch info, entry, part number, batch) for each part of a writer's episode."""
+        return episode_items(m, number, self._batch)
+
+    # -- batch by batch ---------------------------------------------------------------------------
+
+    @_naming_urls
+    def batches(self) -> list[BatchInfo]:
+        """Lists every committed batch the reader knows, in the reader's order.
+
+        A snapshot of the manifests read by the last :meth:`refresh`. For a single-env writer
+        it reads only the manifests; for a vector writer, the batch files whose entries
+        continue episodes of earlier batches (to tell which episodes those are).
+        """
+        self._check_open()
+        return list_batches(self._manifests, self._starts, self._open)
+
+    @_naming_urls
+    def read_batch(self, info: BatchInfo) -> list[EpisodePart]:
+        """Decodes one batch, once: the part of every episode it holds, in entry order.
+
+        The batch's .bin is read whole, in one read; arrays are views of it. Entries whose
+        episode the reader does not show (its earlier part was in a batch ``repair`` moved
+        aside) are left out.
+
+        Args:
+            info: a batch from :meth:`batches` (of this reader, or of another reader of the
+                same recording).
+
+        Raises:
+            ValueError: if ``info`` is not a batch of this reader (nor the same file: its
+                ``json_crc32`` differs from this reader's manifest).
+            FormatError: if the batch is malformed, as reading its episodes would.
+        """
+        self._check_open()
+        k = self._by_prefix.get(info.writer)
+        m = None if k is None else self._manifests[k]
+        b = info.number
+        if k is None or m is None or not 0 <= b < len(m.batches) or m.batches[b]["fn"] != info.json_name:
+            raise ValueError(f"{info!r} is not a batch of this reader")
+        if info.json_crc32 is not None and m.batches[b].get("json_crc32") != info.json_crc32:
+            raise ValueError(f"{info.json_name} of this reader is not the batch {info!r} names "
+                             f"(another file of that name: the recording was replaced)")
+        return decode_batch(self._decoder, m, b, self._starts[k], self._batch(m, b), self._open)
+
+    # -- summaries --------------------------------------------------------------------------------
+
+    @_naming_urls
+    def summary(self, index: int) -> EpisodeSummary:
+        """Returns an episode's length, return, end and seed, reading only its rewards.
+
+        Much cheaper than ``reader[index]`` for recordings of large observations (the
+        command line's ``info`` and ``plot`` use it).
+        """
+        index, m, number = self._locate(index)
+        if m.legacy:
+            ep = self[index]
+            return EpisodeSummary(index, ep.length, ep.total_reward, ep.end, ep.seed, ep.sub_env,
+                                  ep.writer, ep.env_id)
+        return summarize(self._decoder, m, number, index, self._parts(m, number))
+
+    def summaries(self) -> Iterator[EpisodeSummary]:
+        """Yields :meth:`summary` for every episode, in order."""
+        for i in range(self._count):
+            yield self.summary(i)
+
+
+def _writer_entry(m: Manifest) -> dict[str, Any]:
+    return {"prefix": m.prefix, "env_id": m.env_id, "episodes": m.episodes,
+            "batches": len(m.batches), "complete": m.complete, "legacy": m.legacy,
+            "manifest": m.doc}
+
+
+def scan_recorded_traces(directory: str | os.PathLike[str],
+                         episode_cb: Callable[[Any, Any, Any], Any],
+                         max_episodes: int | None = None) -> None:
+    """Calls ``episode_cb(observations, actions, rewards)`` for every episode, in order.
+
+    The same signature as OpenAI gym-recording's function, for code that used it.
+
+    Args:
+        directory: the recording directory.
+        episode_cb: called once per episode.
+        max_episodes: stop after this many episodes.
+    """
+    with RecordingReader(directory) as reader:
+        for n, episode in enumerate(reader):
+            if max_episodes is not None and n >= max_episodes:
+                return
+            episode_cb(episode.observations, episode.actions, episode.rewards)

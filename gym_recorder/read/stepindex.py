@@ -1,0 +1,399 @@
+"""The stacked arrays of many episodes at once, through the batches' indexes, without their JSON.
+
+A batch of short episodes has more JSON than array bytes: reading the step columns of 45,000
+CartPole episodes through the batch files means parsing 50 MB of JSON for 36 MB of arrays. The
+writer therefore puts in each BATCH of its manifest an INDEX ("Batch index" in
+:mod:`gym_recorder.format`): every entry's episode, part, steps and flags in a small table in
+the .bin, and for each stacked column its dtype, first offset and padding unit, from which every
+entry's array is found. :func:`read_stacked` checks the indexes of the writers of a selection,
+finds each selected episode's entries, and copies every column's rows into one array per column
+with a few vectorised gathers a batch: no per-episode Python, no JSON.
+
+This is only a fast path, taken when it gives exactly what the batch JSON would. It returns None
+(the caller then reads the batch JSON) for a gym-recording writer, a batch without an index (a
+leaf stored as values, an older writer, a batch ``repair`` wrote anew), an episode whose parts
+link in a way only the JSON rules resolve (a gap ``repair`` left before its next part, a part
+missing or given twice), a leaf whose dtype changes between batches (widened: the JSON path
+joins it exactly), and a verifying reader (checksums cover the JSON's arrays). An index that does not check out (an offset outside the .bin, a table
+whose CRC-32 or counts disagree with the manifest, a step column of the wrong dtype) is a
+:class:`~gym_recorder.FormatError` naming the batch, as the same fault in the JSON is.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ..format import fileio as _fileio
+from .assemble import tree
+from .decode import Decoder
+from ..errors import FormatError
+from ..format import ALIGNMENT, INDEX_FLAGS, INDEX_TABLE_WIDTH, IndexColumn, parse_batch_index
+from .manifest import Manifest
+from ..format.spaces import ArrayLeaf
+
+__all__ = ["FIELDS", "Stacked", "read_stacked"]
+
+_STEP_DTYPES = (np.dtype("<f8"), np.dtype("|b1"), np.dtype("|b1"))
+_STEP_NAMES = ("rewards", "terminations", "truncations")
+# Dtype kinds a leaf's column may have on this path (strings need their code points checked).
+_NUMBER_KINDS = frozenset("biufc")
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """Every selected episode's rows, one array per column, episodes one after another.
+
+    Attributes:
+        observations: (sum of N + 1, *shape) rows; dicts/tuples of them for Dict/Tuple spaces.
+        actions: (sum of N, *shape) rows; dicts/tuples of them for Dict/Tuple spaces.
+        rewards, terminations, truncations: (sum of N,) arrays.
+        lengths: int64 steps N of each selected episode, in the selection's order.
+
+    A field not asked for is None.
+    """
+
+    observations: Any
+    actions: Any
+    rewards: np.ndarray | None
+    terminations: np.ndarray | None
+    truncations: np.ndarray | None
+    lengths: np.ndarray
+
+    def step_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rewards, terminations and truncations (read: asked for)."""
+        if self.rewards is None or self.terminations is None or self.truncations is None:
+            raise ValueError("the step columns were not read")
+        return self.rewards, self.terminations, self.truncations
+
+
+class _Batch:
+    """One batch whose index checked out: its table and each entry's offset in every column."""
+
+    __slots__ = ("m", "number", "binfo", "where", "columns", "shapes", "episode", "part",
+                 "steps", "flags", "starts", "base", "offsets")
+
+    def __init__(self, m: Manifest, number: int, where: str, columns: list[IndexColumn],
+                 table: np.ndarray, base: int) -> None:
+        self.m = m
+        self.number = number
+        self.binfo = m.batches[number]
+        self.where = where
+        self.columns = columns
+        self.episode, self.part, self.steps, self.flags = (table[:, j].copy()
+                                                            for j in range(INDEX_TABLE_WIDTH))
+        self.starts = np.flatnonzero(self.part == 0)  # the entries that start episodes
+        self.base = base  # the number of its first entry among all batches read
+        self.shapes = _leaf_shapes(m)  # a row's shape in each column
+        # Each entry's array offset in every column, all checked to lie inside the .bin (a
+        # batch whose index does not check out is refused, whichever columns are read).
+        assert m.obs_layout is not None
+        obs_rows = self.steps + (self.part == 0)
+        self.offsets = [_offsets(self, c, obs_rows if c < len(m.obs_layout.leaves)
+                                 else self.steps) for c in range(len(columns))]
+
+
+FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
+
+
+def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequence[int],
+                 indices: Sequence[int], fields: Sequence[str] = FIELDS) -> Stacked | None:
+    """The stacked columns of the episodes ``indices`` (reader indices, in that order), or None
+    where the batch JSON must be read instead (see the module's docstring), also when their
+    writers' spaces differ (the caller refuses the selection).
+
+    Only the batches that hold a part of a selected episode are read: the batch that starts
+    each (from the manifest's counts), then for an episode that continues the batches after
+    it, as the batch JSON path finds them.
+
+    Args:
+        decoder: the reader's decoder (its storage; None is returned when it verifies).
+        manifests: the reader's writers, in its order.
+        starts: the reader index of each writer's first episode.
+        indices: normalised reader indices (repeats allowed).
+        fields: which of :data:`FIELDS` to read.
+
+    Raises:
+        FormatError: if an index needed does not check out.
+    """
+    if decoder.verify or not indices:
+        return None
+    sel = np.asarray(indices, dtype=np.int64)
+    writer_of = np.searchsorted(np.asarray(starts, dtype=np.int64), sel, side="right") - 1
+    plan = _Plan(decoder)
+    first = np.empty(len(sel), dtype=np.int64)  # each selected episode's part 0, as an entry
+    for k, mine in _groups(writer_of):
+        m = manifests[k]
+        if m.legacy or m.obs_layout is None or m.act_layout is None or not all(
+                isinstance(leaf, ArrayLeaf) for leaf in m.obs_layout.leaves + m.act_layout.leaves):
+            return None
+        numbers = sel[mine] - starts[k]
+        # The batch that starts episode n: the last batch starting episodes whose first is <= n.
+        starting = np.flatnonzero(np.asarray([m.new_episodes(b) for b in range(len(m.batches))],
+                                             dtype=np.int64))
+        batch_of = starting[np.searchsorted(np.asarray(m.starts, dtype=np.int64)[starting],
+                                            numbers, side="right") - 1]
+        for b, here in _groups(batch_of):
+            batch = plan.batch(m, b)
+            if batch is None:
+                return None
+            first[mine[here]] = batch.base + batch.starts[numbers[here] - m.starts[b]]
+    chosen, counts = plan.chains(first)
+    if chosen is None:
+        return None
+    batches = plan.batches
+    n_columns = len(batches[0].columns)
+    m0 = batches[0].m
+    shapes = batches[0].shapes
+    if any(len(b.columns) != n_columns or b.shapes != shapes for b in batches):
+        return None  # writers of other spaces (the caller refuses the selection)
+    # Every column must have one dtype in every batch (a widened leaf is joined by the JSON
+    # path, exactly), a plain number dtype, little-endian or without byte order.
+    for c in range(n_columns):
+        dts = {b.columns[c].dtype for b in batches}
+        if len(dts) != 1:
+            return None
+        (dt,) = dts
+        if dt.kind not in _NUMBER_KINDS or dt.byteorder == ">" or ALIGNMENT % dt.alignment:
+            return None
+    part = np.concatenate([b.part for b in batches])[chosen]
+    steps = np.concatenate([b.steps for b in batches])[chosen]
+    lengths = np.add.reduceat(steps, _exclusive_cumsum(counts))
+    obs_rows = steps + (part == 0)
+    batch_of_entry = np.repeat(np.arange(len(batches), dtype=np.int64),
+                               [len(b.part) for b in batches])[chosen]
+    lay_o, lay_a = m0.obs_layout, m0.act_layout
+    assert lay_o is not None and lay_a is not None  # (only writers of this format get here)
+    n_obs, n_act = len(lay_o.leaves), len(lay_a.leaves)
+    wanted = {"observations": range(n_obs), "actions": range(n_obs, n_obs + n_act),
+              "rewards": [n_columns - 3], "terminations": [n_columns - 2],
+              "truncations": [n_columns - 1]}
+    out: list[np.ndarray | None] = [None] * n_columns
+    for name in fields:
+        for c in wanted[name]:
+            rows = obs_rows if c < n_obs else steps
+            offsets = np.concatenate([b.offsets[c] for b in batches])[chosen]
+            out[c] = _gather(decoder, batches, batch_of_entry, offsets, rows,
+                             batches[0].columns[c].dtype, shapes[c])
+    return Stacked(tree(lay_o, out[:n_obs]) if "observations" in fields else None,
+                   tree(lay_a, out[n_obs:-3]) if "actions" in fields else None,
+                   out[-3], out[-2], out[-1], lengths.astype(np.int64, copy=False))
+
+
+class _Plan:
+    """The batches read so far (each once), and the entries of the selected episodes."""
+
+    def __init__(self, decoder: Decoder) -> None:
+        self.decoder = decoder
+        self.batches: list[_Batch] = []
+        self._bases: list[int] = []  # each batch's base, ascending (for bisect)
+        self._by_key: dict[tuple[str, int], _Batch | None] = {}
+        self._entries = 0
+
+    def batch(self, m: Manifest, b: int) -> _Batch | None:
+        """Batch b of writer m with its index checked (None: it has none)."""
+        key = (m.name, b)
+        if key not in self._by_key:
+            batch = _read_index(self.decoder, m, b, self._entries)
+            self._by_key[key] = batch
+            if batch is not None:
+                self.batches.append(batch)
+                self._bases.append(batch.base)
+                self._entries += len(batch.part)
+        return self._by_key[key]
+
+    def chains(self, first: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+        """Every selected episode's entries in part order (the parts after the first found in
+        the batches that follow, as the JSON path finds them), and how many each has; None
+        where only the JSON path can say (a gap, a part missing or given twice)."""
+        flags = np.concatenate([b.flags for b in self.batches])
+        counts = np.ones(len(first), dtype=np.int64)
+        going = np.flatnonzero(flags[first] & 1)
+        extra: dict[int, list[int]] = {}
+        for i in going.tolist():  # (episodes cut by a batch's end: few)
+            chain = self._rest(int(first[i]))
+            if chain is None:
+                return None, counts
+            extra[i] = chain
+            counts[i] += len(chain)
+        if not extra:
+            return first, counts
+        chosen = np.empty(int(counts.sum()), dtype=np.int64)
+        at = _exclusive_cumsum(counts)
+        chosen[at] = first
+        for i, chain in extra.items():
+            chosen[at[i] + 1:at[i] + 1 + len(chain)] = chain
+        return chosen, counts
+
+    def _rest(self, entry: int) -> list[int] | None:
+        """The entries of the parts after ``entry``'s, in order."""
+        chain: list[int] = []
+        while True:
+            # (not a list of the bases built per part: a vector writer's episodes have a part
+            # in nearly every batch, which made this quadratic in the batches)
+            batch = self.batches[bisect.bisect_right(self._bases, entry) - 1]
+            pos = entry - batch.base
+            m, b = batch.m, batch.number
+            if not batch.flags[pos] & 1 or b + 1 == len(m.batches):
+                return chain  # it ends here (in the writer's last batch: for now)
+            if m.gap_before(b + 1):
+                return None  # (the JSON path ends it there)
+            nxt = self.batch(m, b + 1)
+            if nxt is None:
+                return None
+            found = np.flatnonzero((nxt.episode == batch.episode[pos])
+                                   & (nxt.part == batch.part[pos] + 1))
+            if len(found) != 1:
+                return None
+            entry = nxt.base + int(found[0])
+            chain.append(entry)
+
+
+def _read_index(decoder: Decoder, m: Manifest, b: int, base: int) -> _Batch | None:
+    """Reads and checks batch b's index (None when it has none)."""
+    binfo = m.batches[b]
+    index = binfo.get("index")
+    if index is None:
+        return None
+    assert m.obs_layout is not None and m.act_layout is not None
+    where = f"{m.name} batch {b}"
+    n_columns = len(m.obs_layout.leaves) + len(m.act_layout.leaves) + 3
+    table_at, crc, columns = parse_batch_index(index, where, binfo["len"], binfo["bin_size"],
+                                                n_columns)
+    for col, dtype, name in zip(columns[-3:], _STEP_DTYPES, _STEP_NAMES):
+        if col.dtype != dtype:
+            raise FormatError(f"{where}: index column of {name} has dtype {col.dtype.str}, "
+                              f"not {dtype.str}")
+    length = binfo["len"]
+    decoder.check_bin(binfo["bin"], binfo["bin_size"])
+    raw = decoder.read_exact(binfo["bin"], table_at, length * INDEX_TABLE_WIDTH * 8)
+    if _fileio.crc32(raw) != crc:
+        raise FormatError(f"{where}: CRC-32 of the index table does not match")
+    table = raw.view("<i8").reshape(length, INDEX_TABLE_WIDTH)
+    if length and (table.min() < 0 or (table[:, 3] & ~INDEX_FLAGS).any()):
+        raise FormatError(f"{where}: the index table holds a negative number or unknown flags")
+    steps, new = int(table[:, 2].sum()), int((table[:, 1] == 0).sum())
+    if steps != binfo["steps"] or new != binfo["episodes"]:
+        raise FormatError(f"{where}: the index table counts {steps} steps and {new} episodes, "
+                          f"the manifest {binfo['steps']} and {binfo['episodes']}")
+    return _Batch(m, b, where, columns, table, base)
+
+
+def _leaf_shapes(m: Manifest) -> list[tuple[int, ...]]:
+    """The shape of a row of each column of a writer: its leaves', then the step columns'."""
+    assert m.obs_layout is not None and m.act_layout is not None
+    return [tuple(leaf.shape) for leaf in m.obs_layout.leaves + m.act_layout.leaves] + [()] * 3
+
+
+def _offsets(batch: _Batch, c: int, rows: np.ndarray) -> np.ndarray:
+    """Each entry's array offset in column c of a batch (its entries' ``rows`` rows), checked
+    to lie inside its .bin."""
+    col = batch.columns[c]
+    row_bytes = col.dtype.itemsize * prod(batch.shapes[c])
+    size_limit = batch.binfo["bin_size"]
+    # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or their
+    # sum, must not wrap around int64 into a size that looks small.)
+    beyond = FormatError(f"{batch.where}: index column {c} places arrays beyond the end of "
+                         f"{batch.binfo['bin']} ({size_limit} bytes)")
+    most = int(rows.max()) if len(rows) else 0
+    if most * row_bytes > size_limit or float(rows.sum(dtype=np.float64)) * row_bytes > size_limit:
+        raise beyond
+    sizes = rows * row_bytes
+    offsets = col.offset + _exclusive_cumsum(-(-sizes // col.unit) * col.unit)
+    if len(rows) and int((offsets + sizes).max()) > size_limit:
+        raise beyond
+    return offsets
+
+
+def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: np.ndarray,
+            rows: np.ndarray, dtype: np.dtype, tail: tuple[int, ...]) -> np.ndarray:
+    """A column of the chosen entries (their batches ``bat``, arrays at ``src_off``, of
+    ``rows`` rows), their rows one after another.
+
+    A batch whose chosen arrays follow one another in the .bin as in the output (all its
+    episodes, in order) is read straight into the output; otherwise the span of the column
+    they lie in is read once and their rows gathered from it.
+    """
+    total = int(rows.sum())
+    out = np.empty((total, *tail), dtype=dtype)
+    row_bytes = dtype.itemsize * prod(tail)
+    if not total or not row_bytes:
+        return out
+    out_rows = out.reshape(total, -1).view(np.uint8).reshape(total, row_bytes)
+    unit = np.dtype((np.void, row_bytes))
+    out_void = out_rows.view(unit).reshape(total)
+    dst_start = _exclusive_cumsum(rows)
+    storage = decoder.storage
+    for b, here in _groups(bat):
+        r = rows[here]
+        keep = r > 0
+        here, r = here[keep], r[keep]
+        if not len(here):
+            continue
+        name = batches[b].binfo["bin"]
+        offs = src_off[here]
+        dst = dst_start[here]
+        nbytes = r * row_bytes
+        if (offs[1:] == offs[:-1] + nbytes[:-1]).all() and (dst[1:] == dst[:-1] + r[:-1]).all():
+            d, n = int(dst[0]), int(r.sum())
+            storage.readinto(name, int(offs[0]), out_rows[d:d + n].reshape(-1).data)
+            continue
+        lo = int(offs.min())
+        span = decoder.read_exact(name, lo, int((offs + nbytes).max()) - lo)
+        rel = offs - lo
+        if (rel % row_bytes).any():
+            # (Arrays not on one grid of rows: the writer does not lay a column out so.)
+            for k, o, n in zip(dst.tolist(), rel.tolist(), r.tolist()):
+                out_rows[k:k + n] = span[o:o + n * row_bytes].reshape(n, row_bytes)
+            continue
+        src = span[:len(span) // row_bytes * row_bytes].view(unit)
+        first_rows = rel // row_bytes
+        if (first_rows[1:] > first_rows[:-1]).all() and (dst[1:] == dst[:-1] + r[:-1]).all():
+            # In order in both, padding between: keep the rows the arrays cover (no index
+            # arrays of every row to build).
+            d, n = int(dst[0]), int(r.sum())
+            edges = np.bincount(first_rows, minlength=len(src) + 1) - np.bincount(
+                first_rows + r, minlength=len(src) + 1)
+            out_void[d:d + n] = np.compress(np.cumsum(edges[:len(src)]) > 0, src)
+            continue
+        out_void[_ranges(dst, r)] = src[_ranges(first_rows, r)]
+    return out
+
+
+def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(key, positions of key)`` for each distinct key in ascending order (small non-negative
+    ints: writer and batch numbers), positions ascending: one stable sort, no hashing."""
+    if not len(keys):
+        return []
+    if (keys[1:] >= keys[:-1]).all():  # (already in order: every episode of a recording)
+        order = np.arange(len(keys), dtype=np.int64)
+        ordered = keys
+    else:
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [len(keys)]))
+    return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
+
+
+def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(values), dtype=np.int64)
+    if len(values) > 1:
+        np.cumsum(values[:-1], out=out[1:])
+    return out
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + n) for s, n in zip(starts, counts)])``, vectorised."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    return (np.repeat(np.asarray(starts, dtype=np.int64) - _exclusive_cumsum(counts), counts)
+            + np.arange(total, dtype=np.int64))

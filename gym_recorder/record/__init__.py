@@ -1,0 +1,8 @@
+"""Recording: an env's steps become committed batches on disk.
+
+The way an observation goes: ``wrapper`` (Gymnasium's reset/step protocol; ``vector`` for vector
+envs) -> ``session`` (when to commit) -> ``buffer`` (columns of steps; ``vector_buffer`` for
+vector envs) -> ``batch`` (the buffer-to-encoder contract) -> ``batchqueue`` (to the writer
+thread) -> ``encode`` (pure: a batch's .bin bytes and JSON text) -> ``writer`` (the thread,
+retries, fsync, then the manifest: the commit).
+"""

@@ -1,0 +1,515 @@
+"""Episode buffering: appends steps into preallocated columns and hands out finished batches.
+
+No I/O and no Gymnasium protocol here: the wrapper feeds values in, the batch writer takes
+:class:`~gym_recorder.record.batch.Batch` objects out. :class:`ColumnBuffer` is what both buffers share
+(layouts, sizing, column allocation and reuse, widening, infos); :class:`StepBuffer` is the
+single-env front end, :class:`~gym_recorder.record.vector_buffer.VectorStepBuffer` the vector one.
+Each column is preallocated for the batch being filled, so recording a step is one copy of each
+observation and action into memory that is reused from batch to batch.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .batch import Batch, Segment
+from ..errors import OutsideSpaceWarning, UnsupportedValueError
+from ..format import exact_in
+from ..format.spaces import ArrayLeaf, Layout
+from ..format.values import record_info, snapshot
+
+__all__ = ["Batch", "Segment", "StepBuffer", "snapshot", "record_info",
+           "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
+
+# A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
+MIN_BATCH_STEPS = 1
+# ...and at most this many, so that a near-zero bytes-per-step estimate cannot allocate without bound.
+MAX_BATCH_STEPS = 1 << 20
+# Extra observation rows per batch, as a fraction of its steps, for the reset observations of the
+# episodes that start in it (at least RESET_ROWS_MIN); a batch also ends when these run out.
+RESET_ROWS_FRACTION = 0.25
+RESET_ROWS_MIN = 8
+# Bytes per step assumed for a value that does not stack (Text, Sequence, ...) before the first
+# batch tells the truth.
+VALUES_BYTES_GUESS = 64
+# JSON bytes per step assumed for rewards, flags and references before the first batch (an
+# episode entry holds about 1 kB of JSON; at 16+ steps per episode, about 64 bytes a step).
+STEP_OVERHEAD_GUESS = 64
+
+
+def steps_for_target(target_bytes: int, bytes_per_step: float) -> int:
+    """How many steps a batch buffers to come out near ``target_bytes``, within the bounds."""
+    steps = int(target_bytes / max(bytes_per_step, 1.0))
+    return max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, steps))
+
+
+def worth_resizing(current: int, new: int) -> bool:
+    """True when a batch size estimate moved by more than a quarter (so columns are reused)."""
+    return abs(new - current) * 4 > current
+
+
+def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:
+    total = STEP_OVERHEAD_GUESS + 8 + 2  # reward float64, two flags
+    for leaf in obs_layout.leaves + act_layout.leaves:
+        if isinstance(leaf, ArrayLeaf):
+            total += leaf.dtype.itemsize * math.prod(leaf.shape)
+        else:
+            total += VALUES_BYTES_GUESS
+    return total
+
+
+class ColumnBuffer:
+    """What the single-env and the vector-env buffers share: layouts, columns, sizing and infos.
+
+    A buffer fills preallocated columns (one per observation and action leaf) for the batch
+    being filled, sized for about ``target_batch_bytes`` per batch, and hands them out as a
+    :class:`Batch`. Subclasses say how rows are addressed (:class:`StepBuffer`: one row per step;
+    :class:`~gym_recorder.record.vector_buffer.VectorStepBuffer`: one row per sub-env and vector step).
+
+    Args:
+        obs_layout: layout of the (single) observation space.
+        act_layout: layout of the (single) action space.
+        target_batch_bytes: aim for batches of about this many bytes.
+        record_infos: keep the info dicts.
+        info_filter: called with each non-empty info dict; returns the dict to record.
+        per_row: steps per row of the capacity (1; the vector buffer's ``num_envs``).
+    """
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
+                 record_infos: bool, info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None,
+                 per_row: int = 1) -> None:
+        self._obs_layout = obs_layout
+        self._act_layout = act_layout
+        self._obs_flatten = None if obs_layout.single else obs_layout.flattener()
+        self._act_flatten = None if act_layout.single else act_layout.flattener()
+        self._target = target_batch_bytes
+        self._record_infos = record_infos
+        self._info_filter = info_filter
+        self._per_row = per_row
+        self.episodes_started = 0
+        self._pool: list[Any] = []  # column sets handed back by written batches, for reuse
+        # Rows of the next batches (steps of a single env, vector steps of a vector env).
+        self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
+        self._cap = self._capacity  # rows of the batch being filled
+        self._obs_cols: list[Any] = []
+        self._act_cols: list[Any] = []
+        self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
+        self._obs0: np.ndarray | None = None  # the one column of a single-leaf space, if stacked
+        self._act0: np.ndarray | None = None
+
+    # -- sizing ----------------------------------------------------------------------------
+
+    def _capacity_for(self, bytes_per_step: float) -> int:
+        return max(MIN_BATCH_STEPS,
+                   steps_for_target(self._target, bytes_per_step) // self._per_row)
+
+    def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
+        """Adapts the next batches' capacity to the bytes per step actually written.
+
+        Called from the writer thread; the new size takes effect when the next batch starts, and
+        only when the estimate moves by more than a quarter, so that columns are reused.
+        """
+        if steps <= 0:
+            return
+        new = self._capacity_for(bytes_written / steps)
+        if worth_resizing(self._capacity, new):
+            self._capacity = new
+            self._pool.clear()
+
+    @property
+    def capacity(self) -> int:
+        """How many rows (steps; vector steps and resets) the batch being filled holds."""
+        return self._cap
+
+    # -- columns ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any]) -> list[Any]:
+        """Per leaf, a preallocated array of ``rows`` rows, or ``values()`` for a leaf that
+        does not stack."""
+        return [np.empty((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
+                else values() for leaf in layout.leaves]
+
+    def _fits(self, obs_cols: list[Any], act_cols: list[Any]) -> bool:
+        """True when no array column was widened (each has its leaf's dtype)."""
+        return all(type(c) is list or c.dtype.hasobject or c.dtype == leaf.dtype
+                   for c, leaf in zip(obs_cols + act_cols,
+                                      self._obs_layout.leaves + self._act_layout.leaves))
+
+    def _widen(self, cols: list[Any], j: int, dtype: np.dtype[Any]) -> np.ndarray:
+        """Widens array column ``j`` of ``cols`` to ``dtype`` for the batch being filled, so that
+        a value that does not fit the space's dtype is kept exactly."""
+        with np.errstate(invalid="ignore"):  # (rows not written yet hold garbage)
+            col: np.ndarray = cols[j].astype(dtype)
+        cols[j] = col
+        if j == 0:
+            if cols is self._obs_cols and self._obs_layout.single:
+                self._obs0 = col
+            elif cols is self._act_cols and self._act_layout.single:
+                self._act0 = col
+        return col
+
+    # -- infos -----------------------------------------------------------------------------
+
+    def _info(self, info: Any, where: str) -> dict[str, Any] | None:
+        if not self._record_infos or not info:
+            return None
+        return record_info(info, self._info_filter, where)
+
+    def _outside(self, cols: list[Any], j: int, what: str, message: str,
+                 stacklevel: int = 5) -> None:
+        """Warns once per leaf that a value lies outside the space (it is kept exactly).
+
+        Args:
+            cols: the observation or action columns the leaf is in.
+            j: the leaf.
+            what: ``"observation"`` or ``"action"``.
+            message: what is outside the space, and how it is stored.
+            stacklevel: of the warning (the caller's ``step`` or ``reset``).
+        """
+        side = "obs" if cols is self._obs_cols else "act"
+        if (side, j) in self._warned:
+            return
+        self._warned.add((side, j))
+        layout = self._obs_layout if side == "obs" else self._act_layout
+        path = layout.leaf_paths()[j]
+        warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
+                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=stacklevel)
+
+
+class _Columns:
+    """One set of preallocated columns, with capacity for ``steps`` steps."""
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
+        self.steps = steps
+        self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
+        # Per leaf: a preallocated array, or a list of values (leaves stored as values).
+        self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list)
+        self.act = ColumnBuffer._alloc_leaves(act_layout, steps, list)
+
+    def reset_lists(self) -> None:
+        for col in self.obs:
+            if type(col) is list:
+                col.clear()
+        for col in self.act:
+            if type(col) is list:
+                col.clear()
+
+
+class StepBuffer(ColumnBuffer):
+    """Buffers the steps of one environment into batches of bounded size.
+
+    The owner calls :meth:`start_episode` at each reset and :meth:`add_step` at each step, checks
+    :attr:`full`, and calls :meth:`take` to get the batch: finished episodes, and the open episode
+    cut into a part that continues in the next batch. Memory stays near one batch (plus the ones
+    the writer holds), whatever the episode length.
+
+    Args:
+        obs_layout: layout of the observation space.
+        act_layout: layout of the action space.
+        target_batch_bytes: aim for batches of about this many bytes.
+        record_infos: keep the info dicts.
+        info_filter: called with each non-empty info dict; returns the dict to record.
+    """
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
+                 record_infos: bool = True,
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        super().__init__(obs_layout, act_layout, target_batch_bytes, record_infos, info_filter)
+        self._open_episode: Segment | None = None
+        self._last_obs: list[Any] | None = None
+        self._last_obs_row: int | None = None  # row of the last ended episode's final obs
+        self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
+        self._new_columns()
+
+    def discard(self) -> None:
+        """Forgets everything buffered and every open episode (in a forked child: the parent
+        writes them); episodes are numbered from 0 again, for a new writer."""
+        StepBuffer.__init__(self, self._obs_layout, self._act_layout, self._target,
+                            self._record_infos, self._info_filter)
+
+    # -- columns ---------------------------------------------------------------------------
+
+    def _new_columns(self) -> None:
+        cols = None
+        while self._pool:
+            candidate = self._pool.pop()
+            if candidate.steps == self._capacity and self._fits(candidate.obs, candidate.act):
+                cols = candidate
+                break
+        if cols is None:
+            cols = _Columns(self._obs_layout, self._act_layout, self._capacity)
+        for side, j in self._values_leaves:  # leaves that went outside their space's shape
+            (cols.obs if side == "obs" else cols.act)[j] = []
+        cols.reset_lists()
+        self._cols = cols
+        self._obs_cols = cols.obs
+        self._act_cols = cols.act
+        # Fast paths for a space that is one stacked array (not one leaf of values, e.g. Sequence).
+        self._obs0 = cols.obs[0] if self._obs_layout.single and type(cols.obs[0]) is not list \
+            else None
+        self._act0 = cols.act[0] if self._act_layout.single and type(cols.act[0]) is not list \
+            else None
+        self._cap = cols.steps
+        self._cap_obs = cols.obs_rows
+        self._obs_shape = self._obs0.shape[1:] if self._obs0 is not None else None
+        self._act_shape = self._act0.shape[1:] if self._act0 is not None else None
+        # Scalar types stored exactly into a single scalar action leaf without conversion.
+        self._act_scalars: tuple[Any, ...] = ()
+        if self._act0 is not None and self._act0.ndim == 1:
+            dtype = self._act0.dtype
+            self._act_scalars = (dtype.type,) + ((int,) if dtype == np.int64 else ())
+        self._n_obs = 0
+        self._n_steps = 0
+        self._rewards: list[float] = []
+        self._terms: list[bool] = []
+        self._truncs: list[bool] = []
+        self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
+        self._n_info = 0
+        self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
+
+    @property
+    def episode_open(self) -> bool:
+        """True between an episode's start and its end."""
+        return self._open_episode is not None
+
+    @property
+    def full(self) -> bool:
+        """True when the batch being filled has no room for a reset and the step after it.
+
+        (Callers check this before :meth:`start_episode`: a reset takes an observation row, and
+        the step that follows it another, so one free row is not enough.)
+        """
+        return self._n_steps >= self._cap or self._n_obs + 2 > self._cap_obs
+
+    # -- storing values ----------------------------------------------------------------------
+
+    def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
+               row: int, value: Any, what: str) -> None:
+        values = [value] if flatten is None else flatten(value)
+        inexact = False
+        for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+            col = cols[j]
+            if type(col) is list:
+                del col[row:]  # drop what a failed earlier call may have left
+                col.append(snapshot(v, f"{what} leaf {j}"))
+                continue
+            if type(v) is not np.ndarray or v.dtype != col.dtype:
+                arr = np.asarray(v)
+                if arr.dtype.hasobject or arr.dtype.kind not in "biufc":
+                    # Not a number (a string, None, a dict...): kept as one VALUE a row if it
+                    # can be stored at all (snapshot raises UnsupportedValueError otherwise).
+                    kept = snapshot(values[j], f"{what} leaf {j}")
+                    self._outside(cols, j, what, f"a {type(v).__name__} (dtype {arr.dtype}) "
+                                  f"where the space has {leaf.dtype} numbers; stored as one "
+                                  f"value a row from now on")
+                    col = self._to_values(cols, j, row)
+                    col.append(kept)
+                    continue
+                if arr.shape != col.shape[1:]:
+                    v = arr  # (outside the space's shape: below)
+                elif not np.can_cast(arr.dtype, col.dtype, "safe") and not (
+                        type(v) in (int, bool) and arr.dtype.kind in "biu"
+                        and col.dtype.kind in "iu" and _int_fits(v, col.dtype)):
+                    # Keep the value exactly: widen this leaf for the batch being filled, if a
+                    # wider dtype holds both (int64 and float32 meet in float64, which rounds
+                    # integers beyond 2**53: then the leaf is stored as values, below).
+                    wide = np.result_type(col.dtype, arr.dtype)
+                    if exact_in(arr, wide) and exact_in(col[:row], wide):
+                        if not (type(v) is float and col.dtype.kind == "f"):
+                            self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
+                                          f"space's {leaf.dtype}; stored as {wide}")
+                        col = self._widen(cols, j, wide)
+                    else:
+                        inexact = True
+                elif not exact_in(arr, col.dtype):  # "safe" to numpy, yet it would round
+                    inexact = True
+                v = arr
+            if inexact:
+                inexact = False
+                self._outside(cols, j, what, f"values of dtype {v.dtype} and {col.dtype} have "
+                              f"no common dtype that holds both exactly; stored as one value "
+                              f"a row from now on")
+                col = self._to_values(cols, j, row)
+                col.append(snapshot(values[j], f"{what} leaf {j}"))
+                continue
+            if v.shape != col.shape[1:]:
+                # Outside the space (Gymnasium only warns): from now on this leaf is stored as
+                # one VALUE a row, so that every value is kept with its own shape and dtype.
+                self._outside(cols, j, what, f"shape {v.shape} (dtype {v.dtype}) does not match "
+                              f"the space's shape {col.shape[1:]}; stored as one value a row "
+                              "from now on")
+                col = self._to_values(cols, j, row)
+                col.append(snapshot(values[j], f"{what} leaf {j}"))
+                continue
+            col[row] = v
+
+    def _to_values(self, cols: list[Any], j: int, row: int) -> list[Any]:
+        """Turns leaf column ``j`` into a list of per-row values (the rows so far kept), for
+        this batch and every later one."""
+        col = cols[j]
+        rows: list[Any] = [col[r].copy() if col.ndim > 1 else col[r] for r in range(row)]
+        cols[j] = rows
+        if cols is self._obs_cols:
+            self._values_leaves.add(("obs", j))
+            if self._obs_layout.single:
+                self._obs0 = None
+        else:
+            self._values_leaves.add(("act", j))
+            if self._act_layout.single:
+                self._act0 = None
+                self._act_scalars = ()
+        return rows
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def start_episode(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
+                      sub_env: int | None = None) -> None:
+        """Starts an episode with the reset observation; ends the open one as ``"reset"``."""
+        if self._open_episode is not None:
+            self.end_episode("reset")
+        self._begin(obs, info, seed, options, sub_env, no_reset=False)
+
+    def _begin(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
+               sub_env: int | None, no_reset: bool) -> None:
+        options = snapshot(options, "reset options")
+        rec_info = self._info(info, "reset info")
+        obs0 = self._obs0
+        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+                and obs.shape == self._obs_shape:
+            obs0[self._n_obs] = obs
+        else:
+            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
+                        "observation")
+        seg = Segment(self.episodes_started, 0, self._n_obs, self._n_steps, self._n_info, seed,
+                      options, sub_env, no_reset)
+        self._n_obs += 1
+        if rec_info:
+            self._infos.append((self._n_info, rec_info))
+        self._n_info += 1
+        self.episodes_started += 1
+        self._open_episode = seg
+
+    def add_step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
+                 info: dict[str, Any]) -> bool:
+        """Appends one transition to the open episode.
+
+        Returns:
+            True when the batch is full: the caller must :meth:`take` it before the next step.
+        """
+        rec_info = self._info(info, "info") if info else None
+        if self._open_episode is None:
+            # A step after the episode ended, without reset: record it as a new episode that
+            # starts from the last observation and is marked "no_reset".
+            self._begin(self._last_observation(), {}, None, None, None, no_reset=True)
+        i = self._n_steps
+        act0 = self._act0
+        # Fast paths (one leaf, a value of exactly the leaf's type): a plain numpy setitem.
+        if act0 is not None and (type(action) in self._act_scalars or (
+                type(action) is np.ndarray and action.dtype is act0.dtype
+                and action.shape == self._act_shape)):
+            act0[i] = action
+        else:
+            self._store(self._act_cols, self._act_layout, self._act_flatten, i, action, "action")
+        obs0 = self._obs0
+        n = self._n_obs
+        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+                and obs.shape == self._obs_shape:
+            obs0[n] = obs
+        else:
+            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
+                        "observation")
+        if type(reward) is not float:
+            if np.ndim(reward) != 0:
+                raise UnsupportedValueError(f"reward must be a scalar, got shape {np.shape(reward)}")
+            reward = float(reward)
+        self._rewards.append(reward)
+        self._terms.append(terminated)
+        self._truncs.append(truncated)
+        if rec_info:
+            self._infos.append((self._n_info, rec_info))
+        self._n_info += 1
+        self._n_obs = n + 1
+        self._n_steps = i + 1
+        if terminated or truncated:
+            self.end_episode("terminated" if terminated else "truncated")
+        return i + 1 >= self._cap or n + 1 >= self._cap_obs
+
+    def end_episode(self, end: str) -> None:
+        """Ends the open episode (if any) with the given reason."""
+        seg = self._open_episode
+        if seg is None:
+            return
+        seg.end = end
+        self._close_segment(seg)
+        self._open_episode = None
+        # Remember the final observation, for steps taken without a reset (if the episode has
+        # no row in this batch, take() remembered it when it cut the episode).
+        # (Only the row is noted here; it is copied out if a batch is taken before it is used.)
+        if self._n_obs > seg.obs0:
+            self._last_obs_row = self._n_obs - 1
+
+    def _remember_last_obs(self, row: int | None = None) -> None:
+        n = self._n_obs - 1 if row is None else row
+        last = [c[n] if type(c) is list else c[n].copy() for c in self._obs_cols]
+        self._last_obs = last[0] if self._obs_layout.single else self._obs_layout.unflatten(last)
+        self._last_obs_row = None
+
+    def _last_observation(self) -> Any:
+        if self._last_obs_row is not None:
+            self._remember_last_obs(self._last_obs_row)
+        return self._last_obs
+
+    def _close_segment(self, seg: Segment) -> None:
+        seg.obs1 = self._n_obs
+        seg.step1 = self._n_steps
+        seg.info1 = self._n_info
+        self._segments.append(seg)
+
+    def take(self) -> Batch | None:
+        """Returns everything buffered as a batch (None if empty) and starts a new batch.
+
+        The open episode is cut: the part so far goes into this batch with ``continues=True``
+        and the episode goes on in the next batch as the next part.
+        """
+        open_seg = self._open_episode
+        if open_seg is not None:
+            if open_seg.part > 0 and self._n_steps == open_seg.step0:
+                open_seg = None  # nothing new in a continuing episode yet: nothing to cut
+            else:
+                open_seg.end = None
+                self._close_segment(open_seg)
+        if not self._segments:
+            return None
+        cols = self._cols
+        n_obs, n_steps = self._n_obs, self._n_steps
+        steps = self._n_steps
+        pool = self._pool
+
+        def release() -> None:
+            pool.append(cols)
+
+        batch = Batch(
+            self._segments,
+            [c[:n_obs] for c in cols.obs], [c[:n_steps] for c in cols.act],
+            np.array(self._rewards, dtype=np.float64), np.array(self._terms, dtype=np.bool_),
+            np.array(self._truncs, dtype=np.bool_), self._infos, steps, release)
+        if open_seg is not None:
+            self._remember_last_obs()  # the cut episode's last row is in this batch
+        elif self._last_obs_row is not None:
+            self._remember_last_obs(self._last_obs_row)
+        self._new_columns()
+        if open_seg is not None:
+            self._open_episode = Segment(open_seg.episode, open_seg.part + 1, 0, 0, 0, None,
+                                         None, open_seg.sub_env, open_seg.no_reset)
+        return batch
+
+
+def _int_fits(v: int, dtype: np.dtype) -> bool:
+    info = np.iinfo(dtype)
+    return info.min <= v <= info.max

@@ -1,0 +1,562 @@
+"""Vector-env buffering: the steps of ``num_envs`` sub-environments, into batches of columns.
+
+:class:`VectorStepBuffer` is the vector front end of :class:`~gym_recorder.record.buffer.ColumnBuffer`
+(which owns the layouts, sizing and column allocation both buffers share). It copies the whole
+``(num_envs, ...)`` observation, action, reward and flag arrays of a vector step into
+preallocated columns with one numpy assignment each (row ``r`` of the batch, sub-env ``i`` at
+flat row ``r * num_envs + i``), stores the id of the episode segment each sub-env's row belongs
+to (or -1) in a small integer array, and does per-sub-env Python work only when an episode starts
+or ends, and for non-empty infos. When a batch is taken, a stable sort of those ids groups every
+segment's rows, and one fancy-indexing gather per column picks them out, so the
+:class:`~gym_recorder.record.batch.Batch` has each entry's rows one after another, like a single env's.
+The autoreset modes are described in :mod:`gym_recorder.record.vector`. No I/O and no Gymnasium here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .batch import Batch, Segment
+from .buffer import ColumnBuffer
+from ..errors import RecorderError, ResetNeeded, UnsupportedValueError
+from ..format import exact_in
+from ..format.spaces import ArrayLeaf, Layout
+from ..format.values import snapshot
+
+__all__ = ["VectorStepBuffer", "NEXT_STEP", "SAME_STEP", "DISABLED"]
+
+# The autoreset modes, as the manifest's "vector" field names them (AutoresetMode values).
+NEXT_STEP = "NextStep"
+SAME_STEP = "SameStep"
+DISABLED = "Disabled"
+_MODES = (NEXT_STEP, SAME_STEP, DISABLED)
+# Observation slots beside the step rows, for observations that are not a step's returned one:
+# SAME_STEP final observations and the first observation of "no_reset" episodes. Per sub-env, a
+# fraction of the batch's rows (at least EXTRA_ROWS_MIN); a batch also ends when they run out.
+EXTRA_ROWS_FRACTION = 0.25
+EXTRA_ROWS_MIN = 8
+# One vector step uses at most this many extra slots per sub-env (a no_reset start and a final
+# observation), so a batch is full when fewer than this many per sub-env are left.
+EXTRA_SLOTS_PER_STEP = 2
+
+
+def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) -> list[Any]:
+    """The leaves of a value (``flatten`` None: the value is the one leaf), or a named error."""
+    try:
+        return [value] if flatten is None else flatten(value)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
+
+
+def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout, n: int,
+                   what: str) -> list[Any]:
+    """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays or lists,
+    checked."""
+    values = _flatten(value, flatten, what)
+    out = []
+    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+        if not isinstance(leaf, ArrayLeaf):
+            if len(v) != n:
+                raise UnsupportedValueError(
+                    f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
+            out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
+            continue
+        if type(v) is not np.ndarray:
+            v = np.asarray(v)
+        if v.dtype.hasobject or v.dtype.kind not in "biufc":
+            raise UnsupportedValueError(
+                f"{what} leaf {j}: dtype {v.dtype} does not fit the space's {leaf.dtype} leaf")
+        if v.shape != (n, *leaf.shape):
+            raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected "
+                                        f"{(n, *leaf.shape)} ({n} sub-envs)")
+        out.append(v)
+    return out
+
+
+def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout,
+                   where: str) -> list[Any]:
+    """Flattens one sub-env's observation into per-leaf values, checked and copied."""
+    values = _flatten(value, flatten, where)
+    out = []
+    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+        if not isinstance(leaf, ArrayLeaf):
+            out.append(snapshot(v, f"{where} leaf {j}"))
+            continue
+        arr = np.array(v)  # a copy
+        if type(v) in (bool, int, float) and arr.dtype != leaf.dtype:
+            # A Python number: the space's dtype when it holds it exactly (as the vector
+            # env's batched observation would).
+            try:
+                cast = np.array(v, dtype=leaf.dtype)
+            except (OverflowError, ValueError):
+                cast = None
+            if cast is not None and cast.item() == v:
+                arr = cast
+        if arr.dtype.hasobject or arr.dtype.kind not in "biufc" or arr.shape != leaf.shape:
+            raise UnsupportedValueError(f"{where} leaf {j}: {arr.dtype} {arr.shape} does not "
+                                        f"fit the space's {leaf.dtype} {leaf.shape} leaf")
+        out.append(arr)
+    return out
+
+
+def _flat(value: Any, n: int, name: str, dtype: type) -> np.ndarray:
+    """A per-sub-env scalar (reward, flag) as an ``(n,)`` array, checked."""
+    if type(value) is not np.ndarray or value.shape != (n,):
+        value = np.asarray(value)
+        if value.shape != (n,):
+            raise UnsupportedValueError(f"{name}: shape {value.shape}, expected ({n},)")
+    if dtype is np.bool_ and value.dtype != np.bool_:
+        value = value.astype(np.bool_)
+    flat: np.ndarray = value
+    return flat
+
+
+class _Segment:
+    """The part of one episode that lies in the batch being filled (one entry when taken)."""
+
+    __slots__ = ("sub_env", "episode", "part", "reset_idx", "final_idx", "reset_info", "seed",
+                 "options", "end", "no_reset")
+
+    def __init__(self, sub_env: int, episode: int, part: int, reset_idx: int | None,
+                 reset_info: dict[str, Any] | None, seed: int | None, options: Any, no_reset: bool) -> None:
+        self.sub_env = sub_env
+        self.episode = episode
+        self.part = part
+        self.reset_idx = reset_idx    # flat observation row of the reset observation (part 0)
+        self.final_idx: int | None = None  # flat row of its last observation, if not the step's
+        self.reset_info = reset_info
+        self.seed = seed
+        self.options = options
+        self.end: str | None = None
+        self.no_reset = no_reset
+
+
+def _group_rows(ids_flat: np.ndarray, segs: list[_Segment]) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Finds each segment's rows, where ``ids_flat[f]`` is the segment of flat row ``f`` (or -1).
+
+    A stable sort of the rows by segment id groups them, rows in order.
+
+    Returns:
+        (the flat step rows grouped by segment; the flat observation rows likewise, with each
+        segment's reset and final observations in place; each segment's offset into the first,
+        and into the second (``len(segs) + 1`` each); which segments start an episode).
+    """
+    count = len(segs)
+    flat = np.flatnonzero(ids_flat >= 0)
+    ids = ids_flat[flat]
+    steps_idx = flat[np.argsort(ids, kind="stable")]  # grouped by segment, rows in order
+    counts = np.bincount(ids, minlength=count)
+    step_off = np.zeros(count + 1, np.intp)
+    np.cumsum(counts, out=step_off[1:])
+    first = np.array([s.reset_idx is not None for s in segs], np.bool_)
+    resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
+    obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
+    obs_off = np.zeros(count + 1, np.intp)
+    np.cumsum(counts + first, out=obs_off[1:])
+    finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
+    if finals:
+        ks, slots = zip(*finals)
+        obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
+    return steps_idx, obs_idx, step_off, obs_off, first
+
+
+def _entries(segs: list[_Segment], obs_off: list[int], step_off: list[int],
+             seg_infos: list[list[tuple[int, dict[str, Any]]]]) -> tuple[
+        list[Segment], list[tuple[int, dict[str, Any]]]]:
+    """The batch's segments, and its (row, info) pairs counted across the batch, from each
+    segment's row offsets (see :func:`_group_rows`) and infos (rows counted in the segment)."""
+    segments = []
+    infos: list[tuple[int, dict[str, Any]]] = []
+    for k, seg in enumerate(segs):
+        part0 = seg.reset_idx is not None
+        o0, o1 = obs_off[k], obs_off[k + 1]
+        segments.append(Segment(  # (one info a row: info rows are observation rows)
+            seg.episode, seg.part, o0, step_off[k], o0, seg.seed if part0 else None,
+            seg.options if part0 else None, seg.sub_env, seg.no_reset,
+            o1, step_off[k + 1], o1, seg.end))
+        infos.extend((o0 + r, info) for r, info in seg_infos[k])
+    return segments, infos
+
+
+class VectorStepBuffer(ColumnBuffer):
+    """Buffers the steps of a vector of ``num_envs`` environments into batches of bounded size.
+
+    No I/O and no Gymnasium here: the wrapper hands in the vector arrays and per-sub-env infos,
+    the batch writer takes :class:`~gym_recorder.record.batch.Batch` objects out. Batches follow
+    :meth:`StepBuffer.take`'s conventions: episodes are numbered in the order they start, every
+    episode started while a batch was filled has its part 0 in that batch, and an episode still
+    open when a batch is taken is cut into a part with ``continues=True`` whose next part is in
+    the very next batch (possibly with 0 steps).
+
+    Args:
+        obs_layout: layout of the single observation space.
+        act_layout: layout of the single action space.
+        num_envs: number of sub-environments.
+        autoreset_mode: ``"NextStep"``, ``"SameStep"`` or ``"Disabled"``.
+        target_batch_bytes: aim for batches of about this many bytes.
+        record_infos: keep the info dicts.
+        info_filter: called with each non-empty per-sub-env info dict; returns the dict to record.
+    """
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, num_envs: int,
+                 autoreset_mode: str, target_batch_bytes: int, record_infos: bool = True,
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        if autoreset_mode not in _MODES:
+            raise ValueError(f"autoreset_mode must be one of {_MODES}, got {autoreset_mode!r}")
+        if type(num_envs) is not int or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        super().__init__(obs_layout, act_layout, target_batch_bytes, record_infos, info_filter,
+                         per_row=num_envs)
+        self.num_envs = num_envs
+        self.mode = autoreset_mode
+        self._open = np.zeros(num_envs, dtype=np.bool_)
+        self._n_open = 0  # how many are True in _open
+        self._nshape = (num_envs,)
+        self._segs: list[_Segment | None] = [None] * num_envs  # the open one per sub-env
+        self._last_obs: list[list[Any] | None] = [None] * num_envs  # DISABLED: for no_reset episodes
+        self._alloc()
+
+    # -- columns ---------------------------------------------------------------------------
+
+    def _alloc(self) -> None:
+        n, rows = self.num_envs, self._capacity
+        self._cap = rows
+        extra = 0 if self.mode == NEXT_STEP else n * max(EXTRA_ROWS_MIN,
+                                                          int(rows * EXTRA_ROWS_FRACTION))
+        self._extra_cap = extra
+        # (A leaf that does not stack: an object array, filled with one value a row.)
+        self._obs_cols = self._alloc_leaves(self._obs_layout, rows * n + extra,
+                                            lambda: np.empty(rows * n + extra, object))
+        self._act_cols = self._alloc_leaves(self._act_layout, rows * n,
+                                            lambda: np.empty(rows * n, object))
+        self._rew = np.empty(rows * n, np.float64)
+        self._term = np.empty(rows * n, np.bool_)
+        self._trunc = np.empty(rows * n, np.bool_)
+        # [r, i]: the batch segment whose transition row r of sub-env i is, or -1 (none).
+        self._segid = np.full((rows, n), -1, np.int32)
+        self._obs0 = self._obs_cols[0] if self._obs_layout.single else None
+        self._act0 = self._act_cols[0] if self._act_layout.single else None
+        self._obs_vshape = (n, *self._obs_layout.leaves[0].shape) if self._obs0 is not None and \
+            isinstance(self._obs_layout.leaves[0], ArrayLeaf) else None
+        self._act_vshape = (n, *self._act_layout.leaves[0].shape) if self._act0 is not None and \
+            isinstance(self._act_layout.leaves[0], ArrayLeaf) else None
+        self._new_batch()
+
+    def _new_batch(self) -> None:
+        self._row = 0
+        self._extra_used = 0
+        self._batch_segs: list[_Segment] = []  # every segment of this batch; index = its id
+        self._cur = np.full(self.num_envs, -1, np.int32)  # id of each sub-env's open segment
+        self._step_infos: list[tuple[int, dict[str, Any]]] = []  # (flat row, info) in row order
+        for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
+            self._add_segment(seg)
+
+    @property
+    def full(self) -> bool:
+        """True when the batch being filled has no room for another vector step or reset."""
+        return self._row >= self._cap or (
+            self._extra_cap > 0
+            and self._extra_used + EXTRA_SLOTS_PER_STEP * self.num_envs > self._extra_cap)
+
+    # -- values --------------------------------------------------------------------------------
+
+    def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
+        col = cols[j]
+        if type(v) is np.ndarray and v.dtype != col.dtype and not col.dtype.hasobject:
+            wide = col.dtype if np.can_cast(v.dtype, col.dtype, "safe") \
+                else np.result_type(col.dtype, v.dtype)
+            kept = wide == col.dtype or self._written_exact_in(col, index, wide)
+            if not (exact_in(v, wide) and kept):
+                # (int64 and float32 meet in float64, which rounds integers beyond 2**53)
+                raise UnsupportedValueError(
+                    f"{'observation' if cols is self._obs_cols else 'action'} leaf {j}: "
+                    f"values of dtype {v.dtype} do not fit the {col.dtype} column exactly, "
+                    f"and no common dtype holds both (a vector recorder stores arrays only)")
+            if wide != col.dtype:
+                # Outside the space (Gymnasium only warns): kept exactly, in the wider dtype.
+                self._outside(cols, j, "observation" if cols is self._obs_cols else "action",
+                              f"dtype {v.dtype} does not fit the space's "
+                              f"{self._leaf_dtype(cols, j)}; stored as {wide}", stacklevel=6)
+                col = self._widen(cols, j, wide)
+        if col.dtype.hasobject and type(index) is slice:
+            for k, x in enumerate(v):
+                col[index.start + k] = x
+        else:
+            col[index] = v
+
+    def _leaf_dtype(self, cols: list[Any], j: int) -> Any:
+        """The space's dtype of leaf ``j`` of the observation or action columns ``cols``."""
+        layout = self._obs_layout if cols is self._obs_cols else self._act_layout
+        return getattr(layout.leaves[j], "dtype", None)
+
+    def _written_exact_in(self, col: np.ndarray, index: Any, dtype: np.dtype[Any]) -> bool:
+        """True when the rows of ``col`` written so far keep their values in ``dtype`` (rows not
+        written yet hold garbage; the extra slots of final observations follow the rows)."""
+        n = self.num_envs
+        written = [col[:self._row * n]]
+        if len(col) > self._cap * n:
+            k = self._extra_used - (0 if type(index) is slice else 1)  # (the slot being put)
+            written.append(col[self._cap * n:self._cap * n + max(k, 0)])
+        return all(exact_in(w, dtype) for w in written)
+
+    def _write_rows(self, cols: list[Any], leaves: list[Any], base: int) -> None:
+        end = base + self.num_envs
+        for j, v in enumerate(leaves):
+            self._put(cols, j, slice(base, end), v)
+
+    def _put_extra(self, leaves: list[Any]) -> int:
+        slot = self._cap * self.num_envs + self._extra_used
+        self._extra_used += 1
+        for j, v in enumerate(leaves):
+            self._put(self._obs_cols, j, slot, v)
+        return slot
+
+    def _infos(self, infos: dict[int, dict[str, Any]] | None, what: str) -> dict[int, dict[str, Any]]:
+        if not infos or not self._record_infos:
+            return {}
+        out = {}
+        for i, info in infos.items():
+            rec = self._info(info, f"{what} of sub-env {i}")
+            if rec:
+                out[i] = rec
+        return out
+
+    # -- episodes ------------------------------------------------------------------------------
+
+    def _add_segment(self, seg: _Segment) -> None:
+        self._segs[seg.sub_env] = seg
+        self._cur[seg.sub_env] = len(self._batch_segs)
+        self._batch_segs.append(seg)
+
+    def _begin(self, i: int, reset_idx: int, reset_info: dict[str, Any] | None, seed: int | None,
+               options: Any, no_reset: bool = False) -> None:
+        self._add_segment(_Segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
+                                   options, no_reset))
+        self.episodes_started += 1
+        if not self._open[i]:
+            self._open[i] = True
+            self._n_open += 1
+
+    def _end(self, i: int, end: str, final_idx: int | None = None) -> None:
+        seg = self._segs[i]
+        if seg is None:
+            return
+        seg.end = end
+        seg.final_idx = final_idx
+        self._segs[i] = None
+        self._cur[i] = -1
+        self._open[i] = False
+        self._n_open -= 1
+
+    def _step_info(self, flat: int, info: dict[str, Any]) -> None:
+        self._step_infos.append((flat, info))
+
+    def end_episodes(self, end: str) -> None:
+        """Ends every open episode with the given reason (``"close"``)."""
+        for i in np.flatnonzero(self._open).tolist():
+            self._end(i, end)
+
+    # -- the protocol --------------------------------------------------------------------------
+
+    def reset(self, obs: Any, infos: dict[int, dict[str, Any]] | None, mask: np.ndarray | None,
+              seeds: list[int | None], options: Any) -> None:
+        """Records a vector reset: the masked sub-envs (all if ``mask`` is None) start episodes.
+
+        An episode still open in a reset sub-env ends with ``end == "reset"``.
+
+        Args:
+            obs: the batched observation returned.
+            infos: per-sub-env reset infos (only the non-empty ones need be given).
+            mask: which sub-envs were reset, or None for all.
+            seeds: the seed each sub-env was reset with (None: none).
+            options: the options each reset sub-env received.
+        """
+        leaves = _vector_leaves(obs, self._obs_flatten, self._obs_layout, self.num_envs,
+                                "reset observation")
+        rec = self._infos(infos, "reset info")
+        options = snapshot(options, "reset options")
+        r = self._row
+        base = r * self.num_envs
+        self._write_rows(self._obs_cols, leaves, base)
+        self._segid[r] = -1
+        which = range(self.num_envs) if mask is None else np.flatnonzero(mask).tolist()
+        for i in which:
+            if self._segs[i] is not None:
+                self._end(i, "reset")
+            self._begin(i, base + i, rec.get(i), seeds[i], options)
+        self._row = r + 1
+
+    def step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
+             infos: dict[int, dict[str, Any]] | None = None, final_obs: dict[int, Any] | None = None,
+             final_infos: dict[int, dict[str, Any]] | None = None) -> None:
+        """Records one vector step (callers check :attr:`full` after each call).
+
+        Args:
+            action: the batched action passed to the env.
+            obs, reward, terminated, truncated: the batched values it returned.
+            infos: per-sub-env infos, unstacked (only the non-empty ones need be given). In
+                NEXT_STEP mode, the info of a reset step is the reset info; in SAME_STEP mode,
+                the info of a sub-env whose episode ended is the next episode's reset info.
+            final_obs: SAME_STEP: the last observation of each sub-env whose episode ended.
+            final_infos: SAME_STEP: the last info of each sub-env whose episode ended.
+
+        Raises:
+            UnsupportedValueError: if a value cannot be stored; nothing of the step is recorded.
+            RecorderError: if a SAME_STEP env did not give a final observation.
+        """
+        n = self.num_envs
+        r = self._row
+        base = r * n
+        # Check and prepare everything first, so that an error leaves the buffer unchanged.
+        obs0 = self._obs0
+        fast_obs = obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+            and obs.shape == self._obs_vshape
+        obs_leaves = None if fast_obs else _vector_leaves(
+            obs, self._obs_flatten, self._obs_layout, n, "observation")
+        act0 = self._act0
+        fast_act = act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
+            and action.shape == self._act_vshape
+        act_leaves = None if fast_act else _vector_leaves(
+            action, self._act_flatten, self._act_layout, n, "action")
+        nshape = self._nshape
+        if type(reward) is not np.ndarray or reward.shape != nshape:
+            reward = _flat(reward, n, "reward", np.float64)
+        if type(terminated) is not np.ndarray or terminated.dtype != np.bool_ or \
+                terminated.shape != nshape:
+            terminated = _flat(terminated, n, "terminated", np.bool_)
+        if type(truncated) is not np.ndarray or truncated.dtype != np.bool_ or \
+                truncated.shape != nshape:
+            truncated = _flat(truncated, n, "truncated", np.bool_)
+        rec = self._infos(infos, "info") if infos else None
+        open_ = self._open
+        done = terminated | truncated
+        mode = self.mode
+        finals = None
+        if mode == SAME_STEP and done.any():
+            finals = {}
+            for i in np.flatnonzero(done).tolist():
+                if final_obs is None or i not in final_obs:
+                    raise RecorderError(
+                        f"sub-env {i} ended in SAME_STEP autoreset mode, but the vector env gave "
+                        "no info['final_obs'] for it")
+                fi = final_infos.get(i) if final_infos else None
+                finals[i] = (_single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
+                                            f"final observation of sub-env {i}"),
+                             self._info(fi, f"final info of sub-env {i}") if fi else None)
+        if mode != NEXT_STEP and self._n_open != n:
+            for i in np.flatnonzero(~open_).tolist():
+                if self._last_obs[i] is None:
+                    raise ResetNeeded(f"sub-env {i} was stepped before it was ever reset")
+        # Store the step: one assignment per column.
+        end = base + n
+        if obs_leaves is not None:
+            self._write_rows(self._obs_cols, obs_leaves, base)
+        elif obs0 is not None:  # (always, on the fast path)
+            obs0[base:end] = obs
+        if act_leaves is not None:
+            self._write_rows(self._act_cols, act_leaves, base)
+        elif act0 is not None:
+            act0[base:end] = action
+        self._rew[base:end] = reward
+        self._term[base:end] = terminated
+        self._trunc[base:end] = truncated
+        self._row = r + 1
+        if mode == NEXT_STEP:
+            # The row belongs to the sub-envs' open episodes; a sub-env without one is in a
+            # reset step, whose returned observation and info start its next episode.
+            self._segid[r] = self._cur
+            starting = None if self._n_open == n else np.flatnonzero(~open_).tolist()
+            if rec:
+                for i, info in rec.items():
+                    if open_[i]:
+                        self._step_info(base + i, info)
+            if done.any():
+                for i in np.flatnonzero(done & open_).tolist():
+                    self._end(i, "terminated" if terminated[i] else "truncated")
+            if starting is not None:
+                for i in starting:
+                    self._begin(i, base + i, rec.get(i) if rec else None, None, None)
+            return
+        if self._n_open != n:
+            # Stepped after its episode ended without a reset: an episode marked no_reset that
+            # starts from the last observation.
+            for i in np.flatnonzero(~open_).tolist():
+                self._begin(i, self._put_extra(self._last_obs[i]), None, None, None,
+                            no_reset=True)
+        self._segid[r] = self._cur
+        if mode == SAME_STEP:
+            if rec:
+                for i, info in rec.items():
+                    if not done[i]:
+                        self._step_info(base + i, info)
+            if finals:
+                for i, (leaves, final_info) in finals.items():
+                    if final_info:
+                        self._step_info(base + i, final_info)
+                    self._end(i, "terminated" if terminated[i] else "truncated",
+                              self._put_extra(leaves))
+                    self._begin(i, base + i, rec.get(i) if rec else None, None, None)
+            return
+        # DISABLED
+        if rec:
+            for i, info in rec.items():
+                self._step_info(base + i, info)
+        if done.any():
+            for i in np.flatnonzero(done).tolist():
+                k = base + i
+                self._last_obs[i] = [c[k] if c.dtype.hasobject else c[k].copy()
+                                     for c in self._obs_cols]
+                self._end(i, "terminated" if terminated[i] else "truncated")
+
+    # -- batches -------------------------------------------------------------------------------
+
+    def take(self) -> Batch | None:
+        """Returns everything buffered as a batch (None if nothing) and starts a new batch.
+
+        Open episodes are cut: the part so far goes into this batch with ``continues=True``, and
+        each goes on in the next batch as its next part. Each segment's rows are found with a few
+        whole-batch numpy operations (a stable sort of the rows by segment id), and gathered with
+        one fancy index per column.
+        """
+        n_rows = self._row
+        segs = self._batch_segs
+        if n_rows == 0 and not any(s.end is not None for s in segs):
+            return None
+        n = self.num_envs
+        ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
+        steps_idx, obs_idx, step_off, obs_off, first = _group_rows(ids_flat, segs)
+
+        def gather(col: np.ndarray, idx: np.ndarray) -> Any:
+            return col[idx].tolist() if col.dtype.hasobject else col[idx]
+
+        obs_g = [gather(c, obs_idx) for c in self._obs_cols]
+        act_g = [gather(c, steps_idx) for c in self._act_cols]
+        rew_g = self._rew[steps_idx]
+        term_g = self._term[steps_idx]
+        trunc_g = self._trunc[steps_idx]
+        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
+        if self._step_infos:
+            where = np.empty(n_rows * n, np.intp)
+            where[steps_idx] = np.arange(len(steps_idx))
+            rows = np.array([f for f, _ in self._step_infos], np.intp)
+            sid = ids_flat[rows]
+            rel = where[rows] - step_off[sid] + first[sid]
+            for k, r, (_, info) in zip(sid.tolist(), rel.tolist(), self._step_infos):
+                seg_infos[k].append((r, info))
+        # The gathered columns hold each segment's rows one after another: the writer can
+        # write them column by column, like a single env's.
+        segments, infos = _entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
+        # Start the next batch: open episodes go on as their next part.
+        for i, open_seg in enumerate(self._segs):
+            if open_seg is not None:
+                self._segs[i] = _Segment(i, open_seg.episode, open_seg.part + 1, None, None, None,
+                                         None, open_seg.no_reset)
+        if self._capacity != self._cap or not self._fits(self._obs_cols, self._act_cols):
+            self._alloc()
+        else:
+            self._new_batch()
+        return Batch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off[-1]))

@@ -1,0 +1,6 @@
+"""Running envs again: drive an env with a policy, replay a recording, compare exactly.
+
+``drive`` (record a registered env driven by a policy: ``gym-recorder record``), ``run`` (make
+the recorded env again and replay: ``gym-recorder replay``), ``vector`` (native vector envs),
+``compare`` (the one rule of what "the same" means).
+"""

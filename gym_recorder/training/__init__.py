@@ -1,0 +1,5 @@
+"""Training: a recording as what learners want (selections, transitions, samples, datasets).
+
+``selection`` (choosing episodes and splits), ``transitions`` (flat transition arrays),
+``sampling`` (episodes and windows), ``datasets`` (map-style datasets for PyTorch and friends).
+"""

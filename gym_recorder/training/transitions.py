@@ -1,0 +1,265 @@
+"""Flat transition arrays of a selection of episodes: what an off-policy learner wants.
+
+:func:`transitions` concatenates, column by column, the episodes of a selection into
+``obs``, ``next_obs``, ``action``, ``reward``, ``terminated``, ``truncated``, ``episode`` and
+``step``, one row per step. Dict and Tuple spaces give dicts and tuples of arrays; every leaf
+keeps the dtype it was recorded with. All observations of the selection are held once, in
+``observations`` (each episode's N + 1 rows one after another); ``obs`` and ``next_obs`` are
+taken from it: views of it (``observations[:-1]`` and ``observations[1:]``) for a single
+episode, gathered copies otherwise.
+
+Example:
+    >>> from gym_recorder import RecordingReader
+    >>> from gym_recorder.training.transitions import transitions
+    >>> with RecordingReader("recordings/cartpole") as reader:          # doctest: +SKIP
+    ...     t = transitions(reader)
+    >>> t.obs.shape, t.next_obs.dtype, t.reward.dtype                   # doctest: +SKIP
+    ((215, 4), dtype('float32'), dtype('float64'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..read.assemble import join_rows
+from ..errors import EmptySelectionError, UnsupportedSpaceError
+from ..read.reader import RecordingReader
+from .selection import episode_indices, selection_source
+
+__all__ = ["Transitions", "transitions", "tree_map", "tree_leaves", "take_rows", "gather",
+           "concat"]
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """Applies ``f`` to every leaf of ``tree`` (and the matching leaves of ``rest``): dicts and
+    tuples are walked, anything else (arrays, lists of values) is a leaf."""
+    if isinstance(tree, dict):
+        return {k: tree_map(f, v, *(r[k] for r in rest)) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(tree_map(f, v, *(r[i] for r in rest)) for i, v in enumerate(tree))
+    return f(tree, *rest)
+
+
+def tree_leaves(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Yields ``(dotted path, leaf)``: ``""`` for a lone leaf, else ``"key.sub"`` / ``"0.1"``."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from tree_leaves(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(tree, tuple):
+        for i, v in enumerate(tree):
+            yield from tree_leaves(v, f"{prefix}.{i}" if prefix else str(i))
+    else:
+        yield prefix, tree
+
+
+def _structure(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _structure(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_structure(v) for v in tree)
+    return None
+
+
+def take_rows(arr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``arr[rows]`` for an array of rows: each row taken as one opaque item when the rows are
+    contiguous bytes (numpy's fancy indexing otherwise copies a (n, 4) float32 array element
+    by element: about 8 times slower)."""
+    row_bytes = arr.strides[0] if arr.ndim > 1 and arr.size else 0
+    if not row_bytes or not arr.flags.c_contiguous or arr.dtype.hasobject:
+        out: np.ndarray = arr[rows]
+        return out
+    items = arr.reshape(len(arr), -1).view(np.dtype((np.void, row_bytes))).reshape(len(arr))
+    taken: np.ndarray = items[rows].view(arr.dtype).reshape(-1, *arr.shape[1:])
+    return taken
+
+
+def gather(tree: Any, rows: np.ndarray) -> Any:
+    """Rows ``rows`` of every leaf (fancy indexing for arrays, a list for lists of values)."""
+    return tree_map(lambda leaf: take_rows(leaf, rows) if isinstance(leaf, np.ndarray)
+                    else [leaf[int(r)] for r in rows], tree)
+
+
+def _slice(tree: Any, s: slice) -> Any:
+    return tree_map(lambda leaf: leaf[s], tree)
+
+
+def concat(trees: Sequence[Any], where: str) -> Any:
+    """Concatenates trees of one structure leaf by leaf, every value kept exactly."""
+    first = _structure(trees[0])
+    for k, t in enumerate(trees[1:], 1):
+        if _structure(t) != first:
+            raise UnsupportedSpaceError(f"{where}: part {k} has a different structure than part 0")
+
+    def cat(*leaves: Any) -> Any:
+        # (a leaf widened in some batches, see the format's "Trees": kept exactly, as rows
+        # when no one dtype holds every value; rows of other shapes, which gym-recording
+        # episodes may hold, refused by name)
+        return join_rows(where, "rows", list(leaves))
+
+    return tree_map(cat, trees[0], *trees[1:])
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """One row per step of a selection of episodes.
+
+    Attributes:
+        obs: the observation each step was taken from (S rows; dict/tuple for Dict/Tuple spaces).
+        next_obs: the observation each step led to (S rows).
+        action, reward, terminated, truncated: per step, as recorded (reward float64, flags bool).
+        episode: int64 reader index of each step's episode.
+        step: int64 index of each step in its episode.
+        observations: every observation of the selection, each episode's N + 1 rows in turn.
+        episodes: int64 reader indices of the selected episodes, in order.
+        starts: int64 first step row of each selected episode (E + 1 entries, the last is S).
+    """
+
+    obs: Any
+    next_obs: Any
+    action: Any
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode: np.ndarray
+    step: np.ndarray
+    observations: Any
+    episodes: np.ndarray
+    starts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+    def rows(self, rows: np.ndarray | Sequence[int]) -> dict[str, Any]:
+        """The given step rows as a dict of (trees of) arrays: one batch for a learner."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return {"obs": gather(self.obs, rows), "next_obs": gather(self.next_obs, rows),
+                "action": gather(self.action, rows), "reward": self.reward[rows],
+                "terminated": self.terminated[rows], "truncated": self.truncated[rows],
+                "episode": self.episode[rows], "step": self.step[rows]}
+
+    def sample(self, n: int, rng: np.random.Generator, *, replace: bool = True) -> dict[str, Any]:
+        """``n`` steps drawn uniformly with ``rng`` (reproducible for a seeded Generator).
+
+        Raises:
+            EmptySelectionError: if ``replace`` is False and there are fewer than ``n`` steps.
+        """
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        check_count(n)
+        if (not replace and n > len(self)) or (n and not len(self)):
+            raise EmptySelectionError(f"cannot draw {n} of {len(self)} steps"
+                                      f"{'' if replace else ' without replacement'}")
+        return self.rows(rng.choice(len(self), size=n, replace=replace))
+
+
+def check_count(n: Any) -> None:
+    """A number of draws must be an int >= 0 (ValueError, TypeError otherwise)."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"the number to draw must be an int, got {n!r}")
+    if n < 0:
+        raise ValueError(f"the number to draw must be >= 0, got {n}")
+
+
+def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+    """(index, observations, actions, rewards, terminations, truncations) per episode, in the
+    order of ``indices``.
+
+    With the reader's batch interface (``batches()`` / ``read_batch()``), each batch that holds
+    a part of a selected episode is decoded once, and batches without one are not read;
+    otherwise episode by episode.
+    """
+    if not (hasattr(reader, "batches") and hasattr(reader, "read_batch")):
+        for i in indices:
+            ep = reader[i]
+            yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+        return
+    wanted = set(indices)
+    parts: dict[int, list[Any]] = {}
+    for info in reader.batches():
+        if wanted.isdisjoint(info.episodes):
+            continue
+        for p in reader.read_batch(info):
+            if p.episode in wanted:
+                ps = parts.get(p.episode)
+                if ps is None:
+                    parts[p.episode] = [p]
+                else:
+                    ps.append(p)
+    for i in indices:
+        ps = parts.get(i, [])
+        if len(ps) > 1:
+            ps.sort(key=lambda p: p.part)
+        if not ps:
+            ep = reader[i]  # e.g. a legacy episode outside the batch interface
+            yield i, ep.observations, ep.actions, ep.rewards, ep.terminations, ep.truncations
+            continue
+        if len(ps) == 1:
+            p = ps[0]
+            yield i, p.observations, p.actions, p.rewards, p.terminations, p.truncations
+            continue
+        where = f"{reader.directory} episode {i}"
+        yield (i, concat([p.observations for p in ps], f"{where} observations"),
+               concat([p.actions for p in ps], f"{where} actions"),
+               np.concatenate([p.rewards for p in ps]),
+               np.concatenate([p.terminations for p in ps]),
+               np.concatenate([p.truncations for p in ps]))
+
+
+def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) -> Transitions:
+    """Builds the flat transitions of the given episodes (all by default), in that order.
+
+    Args:
+        reader: an open reader.
+        episodes: reader indices, e.g. from :func:`gym_recorder.training.selection.select`.
+
+    Raises:
+        EmptySelectionError: if there are no episodes.
+        UnsupportedSpaceError: if episodes of the selection have different structures.
+    """
+    indices = episode_indices(reader, episodes)
+    selection_source(reader, indices)  # one set of spaces (else UnsupportedSpaceError), or empty
+    # Through the batches' indexes when they have them (no JSON parsed), else batch by batch.
+    stacked = reader._stacked(indices) if isinstance(reader, RecordingReader) else None
+    if stacked is not None:
+        observations, actions = stacked.observations, stacked.actions
+        reward, terminated, truncated = stacked.step_columns()
+        lengths_a = stacked.lengths
+    else:
+        obs_parts, act_parts, rew, term, trunc, lengths = [], [], [], [], [], []
+        for _, obs, act, r, te, tr in _episode_columns(reader, indices):
+            obs_parts.append(obs)
+            act_parts.append(act)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+            lengths.append(len(r))
+        where = f"{reader.directory}"
+        observations = concat(obs_parts, f"{where} observations")
+        actions = concat(act_parts, f"{where} actions")
+        reward, terminated, truncated = (_cat(rew, np.float64), _cat(term, np.bool_),
+                                         _cat(trunc, np.bool_))
+        lengths_a = np.asarray(lengths, dtype=np.int64)
+    starts = np.zeros(len(indices) + 1, dtype=np.int64)
+    np.cumsum(lengths_a, out=starts[1:])
+    total = int(starts[-1])
+    ep_ord = np.repeat(np.arange(len(indices), dtype=np.int64), lengths_a)
+    step = np.arange(total, dtype=np.int64) - starts[:-1][ep_ord]
+    if len(indices) == 1:  # the layout allows views: observations[:-1] and observations[1:]
+        obs_v, next_v = _slice(observations, slice(0, -1)), _slice(observations, slice(1, None))
+    else:
+        rows = np.arange(total, dtype=np.int64) + ep_ord  # observation row before each step
+        obs_v, next_v = gather(observations, rows), gather(observations, rows + 1)
+    episodes_a = np.asarray(indices, dtype=np.int64)
+    return Transitions(obs=obs_v, next_obs=next_v, action=actions,
+                       reward=reward, terminated=terminated,
+                       truncated=truncated, episode=episodes_a[ep_ord], step=step,
+                       observations=observations, episodes=episodes_a, starts=starts)
+
+
+def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
