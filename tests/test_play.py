@@ -276,3 +276,38 @@ def test_command_line(tmp_path, capsys):
     assert "no key map of its own" in capsys.readouterr().err
     assert main(["play", "CartPole-v1", "-d", other, "--keys", "a=0", "--noop", "[0]"]) == 1
     assert not os.path.exists(other)
+
+
+_KILLED_PLAYER = """
+import os, signal, sys
+import gymnasium as gym, pygame
+from gym_recorder.play import play
+
+def player(status):
+    kind = pygame.KEYDOWN if status.frame % 4 < 2 else pygame.KEYUP
+    pygame.event.post(pygame.event.Event(kind, key=pygame.K_d))
+    if status.kept == 2 and status.step >= 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+play(gym.make("CartPole-v1", render_mode="rgb_array"), sys.argv[1], keys_to_action={"d": 1},
+     seed=1, fps=10_000, callback=player)
+"""
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(not hasattr(os, "kill") or os.name != "posix", reason="SIGKILL")
+def test_kept_episodes_survive_a_kill(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    directory = str(tmp_path / "killed")
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", _KILLED_PLAYER, directory], timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(root)), capture_output=True)
+    assert r.returncode == -9, r.stderr
+    with RecordingReader(directory) as reader:
+        # the two kept episodes, whole; nothing of the unfinished one was committed
+        assert [ep.end for ep in reader] == ["terminated", "terminated"]
+        assert reader[0].seed == 1
+    assert [c.status for c in replay_recording(directory)] == ["match", "match"]

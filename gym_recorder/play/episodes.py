@@ -103,7 +103,9 @@ class PlayEpisodes:
         self.env = env
         self.directory = os.fspath(directory)
         self.notes = notes
-        self.recorder_kwargs = dict(recorder_kwargs or {})
+        # An unfinished episode is only wanted once it ends: no commit on time (a batch that
+        # fills is still committed, which bounds the memory held).
+        self.recorder_kwargs = {"flush_interval": None, **(recorder_kwargs or {})}
         self.kept: list[str] = []
         self.current: RecordingWrapper | None = None
         self.seed: int | None = None
