@@ -247,6 +247,10 @@ def test_key_maps():
     assert parse_keys("a=0, d=1") == {("a",): 0, ("d",): 1}
     assert parse_keys("left=[-1,0],left+up=[1,-1],space=[0.5, 2]") == {
         ("left",): [-1, 0], ("left", "up"): [1, -1], ("space",): [0.5, 2]}
+    # a float action rounds to a float32 space
+    box = build_key_map(parse_keys("a=[0.1],b=[-2]"), gym.make("Pendulum-v1"))
+    assert box.action({key_code("a")}).tolist() == [np.float32(0.1)]
+    assert box.noop.dtype == np.float32 and box.noop.tolist() == [0.0]
     for text in ("a", "a=", "a=x", "=1", "a=0,a=1", "a={}", ""):
         with pytest.raises(PlayError):
             parse_keys(text)

@@ -169,7 +169,11 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         raise PlayError(f"fps and zoom must be positive, got fps={fps!r}, zoom={zoom!r}")
     if episodes is not None and episodes < 1:
         raise PlayError(f"episodes must be at least 1, got {episodes!r}")
-    key_map = build_key_map(keys_to_action, env, noop)
+    try:
+        key_map = build_key_map(keys_to_action, env, noop)
+    except PlayError:
+        pygame.display.quit()  # (key names need the display)
+        raise
     session_seed = int(seed) if seed is not None else secrets.randbelow(SEED_BOUND)
     seeds = episode_seeds(session_seed)
     notes = {"play": key_map.describe(), "session_seed": session_seed, "fps": fps}
@@ -229,4 +233,5 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         summary.kept = list(recorder.kept)
         if window is not None:
             window.close()
+        pygame.display.quit()  # (also when no window opened: key names need the display)
     return summary
