@@ -70,8 +70,8 @@ class PlaySummary:
         seed: the session's seed (the first episode's; later ones are drawn from it).
         kept: the writer prefixes of the kept episodes, in order (one writer per episode).
         seeds: the seeds of the kept episodes, in order.
-        discarded: episodes discarded (restarted, discarded after they ended, or unfinished at
-            the end).
+        discarded: episodes of at least one step discarded (restarted, discarded after they
+            ended, or unfinished at the end).
         steps: steps of the kept episodes.
     """
 
@@ -202,7 +202,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
             if "pause" in controls:
                 status.paused = not status.paused
             if "restart" in controls:
-                summary.discarded += 1
+                summary.discarded += int(status.step > 0)
                 _start(recorder, status, status.seed)
             if "discard" in controls and recorder.drop_last_kept() is not None:
                 summary.discarded += 1
@@ -227,7 +227,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
             status.frame += 1
             clock.tick(fps)
     finally:
-        if recorder.current is not None:
+        if recorder.current is not None and status.step > 0:
             summary.discarded += 1
         recorder.close()
         summary.kept = list(recorder.kept)
