@@ -82,7 +82,9 @@ class PlayWindow:
         if frame.shape[:2] != self.frame_shape:
             raise PlayError(f"env.render() changed its frame size from {self.frame_shape} to "
                             f"{frame.shape[:2]} (height, width)")
-        image = pygame.surfarray.make_surface(np.ascontiguousarray(frame.swapaxes(0, 1)))
+        height, width = self.frame_shape
+        # (rows of RGB bytes are what pygame reads: no transposed copy of the frame)
+        image = pygame.image.frombuffer(np.ascontiguousarray(frame), (width, height), "RGB")
         if image.get_size() != self.size:
             image = pygame.transform.scale(image, self.size)
         self.surface.blit(image, (0, 0))
