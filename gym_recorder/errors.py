@@ -21,6 +21,7 @@ __all__ = [
     "RepairError",
     "DatasetError",
     "DatasetNotFoundError",
+    "PlayError",
 ]
 
 
@@ -110,3 +111,8 @@ class DatasetNotFoundError(DatasetError, FileNotFoundError):
 
 class CommandError(RecorderError):
     """A ``gym-recorder`` command cannot do what was asked (reported as one line on stderr)."""
+
+
+class PlayError(RecorderError, ValueError):
+    """``play`` cannot start: a key map, a key name, an action or the env's rendering is not
+    playable (the message names which); nothing was recorded."""

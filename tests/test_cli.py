@@ -26,7 +26,8 @@ from gym_recorder import cli
 from conftest import MissionLike
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ("record", "info", "replay", "plot", "video", "export", "verify", "repair")
+COMMANDS = ("record", "info", "replay", "plot", "video", "export", "verify", "repair",
+            "play")
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
