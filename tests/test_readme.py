@@ -15,19 +15,21 @@ The conventions a page follows (README.md and docs/*.md alike):
   names they need, found by a marker through ``docpages.python_block``). Snippets that need
   torch, Ray or an S3 server (``_SNIPPET_NEEDS``) are left out.
 - Any other block (```console, or unlabelled) whose first line starts with ``$ `` is a shell
-  session: each ``$ gym-recorder ...`` (or ``$ python -m gym_recorder ...``) line runs as
-  ``python -m gym_recorder``, and the lines under it, up to the next ``$``, are what it prints
-  (stdout and stderr). They are compared after normalising: writer prefixes, byte counts
-  (within what a writer prefix's pid moves them), Minari's root and ``file:///tmp/`` URLs
-  (rewritten into the scratch directory); ``...`` on a line of its own stands for any lines;
-  ``^C`` is the terminal's echo of Ctrl-C. A ``--json`` command's output is shown shortened:
-  the keys shown must be in it. ``$ echo $?`` checks the previous command's exit status. A
-  command must exit 0 unless it is about a tampered recording. Commands of other programs
-  (``$ readers/c/build/grread``: tests/test_c_reader.py) are not run here; commands that need
-  an extra (plot, video) or a person (Ctrl-C) are left out (``LEFT_OUT``).
+  session: each ``$ gym-recorder ...`` line runs as ``python -m gym_recorder ...`` and each
+  ``$ python ...`` line with this interpreter, and the lines under it, up to the next ``$``,
+  are what it prints (stdout and stderr). They are compared after normalising: writer
+  prefixes, byte counts (within what a writer prefix's pid moves them), Minari's root and
+  ``file:///tmp/`` URLs (rewritten into the scratch directory); ``...`` on a line of its own
+  stands for any lines; ``^C`` is the terminal's echo of Ctrl-C; no lines shown means it
+  prints nothing. A ``--json`` command's output is shown shortened: the keys shown must be in
+  it. ``$ echo $?`` checks the previous command's exit status. A command must exit 0 unless it
+  is about a tampered recording. Commands of other programs (``$ readers/c/build/grread``:
+  tests/test_c_reader.py) are not run here; commands that need an extra (plot, video) or a
+  person (Ctrl-C, a server) are left out (``LEFT_OUT``).
 - ```js and ```text blocks are not run.
 - Every relative link (``[text](path)``, ``[text](path#heading)``) must point to a file of the
-  checkout, and a heading of that page when it names one (GitHub's anchors).
+  checkout, and to a heading of that page when it names one (GitHub's anchors); the README
+  links every docs/ page.
 
 The README's two commands at the top stay first: the first installs and records, the second
 installs the test extra and runs the tests, exactly the line ``.ci/run`` runs.
@@ -136,7 +138,7 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess:
     argv = [a.replace("file:///tmp/", f"file://{cwd}/") for a in shlex.split(command)]
     if argv[0] == "gym-recorder":
         argv = [sys.executable, "-m", "gym_recorder", *argv[1:]]
-    elif argv[:3] == ["python", "-m", "gym_recorder"]:
+    elif argv[0] == "python":
         argv = [sys.executable, *argv[1:]]
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore",
                MINARI_DATASETS_PATH=str(cwd / ".minari" / "datasets"))  # not the user's own
@@ -207,7 +209,8 @@ def test_shown_commands_print_what_the_page_shows(page, tmp_path):
             keys = re.findall(r'^  "(\w+)":', "\n".join(shown), re.MULTILINE)
             assert keys and all(k in doc for k in keys), (command, keys)
             continue
-        actual = _normalise(r.stdout + r.stderr) + "\n"
+        printed = r.stdout + r.stderr
+        actual = _normalise(printed) + "\n" if printed.strip() else ""
         assert _pattern(shown).fullmatch(actual), (
             f"{_page_id(page)}: {command}\n--- the page shows:\n" + "\n".join(shown)
             + "\n--- it prints:\n" + actual)
