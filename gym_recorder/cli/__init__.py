@@ -244,9 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
             "actions, rewards, terminations, truncations (N rows per episode), and "
             "episode_starts, episode_lengths, observation_starts, episode_seeds, "
             "episode_sub_envs. Dict and Tuple leaves get names like observations/position. "
-            "See the README for how to index them. --format parquet writes a Hugging Face "
+            "docs/cli.md (export) shows how to index them. --format parquet writes a Hugging Face "
             "dataset folder (data/*.parquet, README.md, gym_recorder.json) and --format minari "
-            "a Minari dataset into Minari's root (README, section Training).",
+            "a Minari dataset into Minari's root (docs/training.md).",
             _examples("gym-recorder export rec --format npz -o rec.npz",
                       "gym-recorder export rec --format parquet -o rec_parquet",
                       "gym-recorder export rec --format minari --dataset-id me/cartpole-v0",

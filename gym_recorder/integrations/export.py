@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..read.envgroups import group_envs
-from ..errors import FormatError, RecorderError, UnsupportedSpaceError, install_hint
+# (ExportError and MissingExtraError live in errors; they stay importable from here.)
+from ..errors import (ExportError, FormatError, MissingExtraError, UnsupportedSpaceError,
+                      require_extra)
 from ..read.reader import RecordingReader
 
 __all__ = [
@@ -40,24 +42,6 @@ DEFAULT_FPS = 30.0
 # Default plot size in pixels (width, height) and resolution.
 DEFAULT_PLOT_SIZE = (1000, 600)
 DEFAULT_PLOT_DPI = 100
-
-
-class ExportError(RecorderError):
-    """A recording cannot be turned into the requested output (the message says why)."""
-
-
-class MissingExtraError(RecorderError, ImportError):
-    """An optional dependency is not installed (the message names the extra to install)."""
-
-
-def _require(module: str, extra: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise MissingExtraError(f"{module} is not installed; install it with: "
-                                f"{install_hint(extra)}") from e
 
 
 def _finite(x: float) -> float | None:
@@ -323,7 +307,7 @@ def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
     rows = summary["episode_table"]
     if not rows:
         raise ExportError(f"{summary['directory']}: the recording holds no episodes to plot")
-    _require("matplotlib", "plot")
+    require_extra("matplotlib", "plot")
     # No pyplot: no global figure state and no GUI backend, just the Agg canvas.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -429,7 +413,7 @@ def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAU
     for k, f in enumerate(frames):
         if f.dtype != np.uint8 or f.ndim != 3 or f.shape[-1] != 3 or f.shape != shape:
             raise ExportError(f"frame {k}: {f.dtype} {f.shape}, expected uint8 {shape[:2]} x 3")
-    _require("imageio", "video")
+    require_extra("imageio", "video")
     if suffix == ".gif":
         import imageio.v3 as iio
 
@@ -438,7 +422,7 @@ def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAU
 
         with Image.open(path) as im:
             return int(getattr(im, "n_frames", 1))
-    _require("imageio_ffmpeg", "video")
+    require_extra("imageio_ffmpeg", "video")
     import imageio.v2 as iio2
 
     with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",

@@ -28,9 +28,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
-                     RecorderError, UnsupportedSpaceError)
+                     RecorderError, UnsupportedSpaceError, require_extra)
 from ..format.envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers, fill_env_only_wrappers
-from .export import _require
 from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
@@ -294,7 +293,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         ValueError: if ``dataset_id`` is not ``NAMESPACE/NAME-vN`` or ``NAME-vN``.
         MissingExtraError: if minari is not installed.
     """
-    minari = _require("minari", "minari")
+    minari = require_extra("minari", "minari")
     from minari.data_collector import EpisodeBuffer
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.storage.datasets_root_dir import get_dataset_path
@@ -501,7 +500,7 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
         DatasetError: if the dataset's files are damaged or inconsistent (its metadata, HDF5,
             episodes whose arrays disagree on the number of steps); nothing is written.
     """
-    minari = _require("minari", "minari")
+    minari = require_extra("minari", "minari")
     from ..record.wrapper import RecordingWrapper
 
     out = os.path.abspath(os.fspath(directory))
