@@ -1,7 +1,7 @@
 // frames.js: image leaves drawn on canvases, side by side, scaled without smoothing.
 //
 // A canvas holds the frame's own pixels (width x height, exactly the recorded values); its CSS
-// size scales it: "fit" (the largest scale at which every image leaf fits side by side in the
+// size scales it: "fit" (the largest whole scale at which every image leaf fits side by side in the
 // frames area, at most MAX_FIT_PX high) or a whole factor 1, 2, 3, 4.
 
 import { esc } from "./fmt.js";
@@ -16,7 +16,7 @@ export function frameScale(mode, sizes, width) {
   if (!sizes.length) return 1;
   const totalW = sizes.reduce((a, [w]) => a + w, 0), maxH = sizes.reduce((a, [, h]) => Math.max(a, h), 0);
   const room = Math.max(1, width - GAP_PX * sizes.length);
-  return Math.max(1, Math.min(room / totalW, MAX_FIT_PX / maxH));
+  return Math.max(1, Math.floor(Math.min(room / totalW, MAX_FIT_PX / maxH)));  // whole: crisp pixels
 }
 
 export class FramePlayer {
