@@ -269,13 +269,22 @@ function zoom(x0, x1, yZoom = 1) {
 /** Overlays episode `index` on the panels (null: stop comparing). */
 async function compareWith(index) {
   const ep = index === null || index === undefined ? null : state.rec.episodes[index];
-  if (!ep || ep === state.episode) { state.compare = null; buildViews(); return; }
+  if (!ep || ep === state.episode) {
+    state.compare = null;
+    state.view.max = Math.max(state.steps, 1);
+    state.view.x1 = Math.min(state.view.x1, state.view.max);
+    state.view.x0 = Math.min(state.view.x0, state.view.x1 - 1);
+    buildViews();
+    for (const c of state.charts) c.setCursor(state.step);
+    return;
+  }
   const data = state.rec.episodeData(ep);
   const leaves = [...data.observations.values(), ...data.actions.values(), data.rewards].filter((l) => l.kind === "series" && l.rows);
   const [cols, infos] = await Promise.all([Promise.all(leaves.map((l) => l.readSeries())), infoSeries(data.infos).catch(() => new Map())]);
   state.compare = { ep, series: new Map(leaves.map((l, i) => [l.path, cols[i]])), infos };
+  const whole = state.view.x0 <= 0 && state.view.x1 >= state.view.max;
   state.view.max = Math.max(state.steps, ep.length, 1);
-  state.view.x1 = Math.max(state.view.x1, state.view.max === state.view.x1 ? state.view.max : state.view.x1);
+  if (whole) state.view.x1 = state.view.max;   // (a zoom stays; the whole view grows to both)
   buildViews();
   for (const c of state.charts) c.setCursor(state.step);
 }

@@ -2,6 +2,7 @@
 
 const OUTLIER_Z = 3.5;          // robust z-score (median and MAD) beyond which an episode stands out
 const MAD_SCALE = 1.4826;       // MAD x this estimates the standard deviation of normal data
+const MEAN_AD_SCALE = 1.2533;   // the mean absolute deviation x this estimates it likewise
 const PARALLEL = 4;             // episodes read at once for the statistics
 
 function median(sorted) {
@@ -16,7 +17,10 @@ export function robustOutliers(eps) {
     const xs = eps.map((e) => e[key]).filter(Number.isFinite);
     if (xs.length < 8) continue;   // too few to say what is usual
     const sorted = Float64Array.from(xs).sort(), med = median(sorted);
-    const mad = median(Float64Array.from(sorted, (x) => Math.abs(x - med)).sort()) * MAD_SCALE;
+    const dev = Float64Array.from(sorted, (x) => Math.abs(x - med)).sort();
+    let mad = median(dev) * MAD_SCALE;
+    // More than half the episodes alike (MAD 0): the mean absolute deviation stands in.
+    if (!(mad > 0)) mad = (dev.reduce((a, x) => a + x, 0) / dev.length) * MEAN_AD_SCALE;
     if (!(mad > 0)) continue;
     for (const ep of eps) {
       const z = (ep[key] - med) / mad;
