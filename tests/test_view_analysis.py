@@ -97,6 +97,22 @@ def test_cartpole_panels_zoom_fit_markers_and_outliers(driver, tmp_path):
         zoomed = wait_for(driver, RANGES, lambda r: r[0] != [x0, x1])
         assert all(r == zoomed[0] for r in zoomed)
         assert zoomed[0][1] - zoomed[0][0] < x1 - x0
+        # Shift+wheel zooms the y axis of every panel (the same factor), not the steps.
+        y_before = driver.execute_script("return window.viewer.state.charts.map(c => c.yRange())")
+        driver.execute_script(
+            "document.querySelector(`canvas.series-panel[data-series='actions']`).dispatchEvent("
+            "new WheelEvent('wheel', {deltaY: -100, shiftKey: true, clientX: arguments[0],"
+            " clientY: arguments[1], bubbles: true, cancelable: true}))", r["left"] + 100, r["top"] + 30)
+        assert driver.execute_script("return window.viewer.state.view.yZoom") == 1.25
+        assert driver.execute_script(RANGES) == zoomed
+        y_after = driver.execute_script("return window.viewer.state.charts.map(c => c.yRange())")
+        for (a0, a1), (b0, b1) in zip(y_before, y_after):
+            assert math.isclose(b1 - b0, (a1 - a0) / 1.25) and math.isclose(a0 + a1, b0 + b1)
+        # Play runs through the steps shown, then stops.
+        z0, z1 = zoomed[0]
+        driver.find_element("id", "play").click()
+        wait_for(driver, "return window.viewer.state.playing", lambda p: p is False, timeout=20)
+        assert driver.execute_script("return window.viewer.state.step") == min(n, math.floor(z1))
         # "fit" shows every step again.
         driver.find_element("id", "fit").click()
         assert driver.execute_script(RANGES) == [[0, n]] * 6

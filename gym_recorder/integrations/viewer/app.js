@@ -358,15 +358,17 @@ function scheduleURL() {
   }, URL_UPDATE_MS);
 }
 
+// Playback runs through the steps the panels show (all of them unless zoomed).
 function play() {
   if (!state.episode) return;
-  if (state.step >= state.steps) setStep(0);
+  const first = Math.ceil(state.view.x0), end = () => Math.min(state.steps, Math.floor(state.view.x1));
+  if (state.step >= end() || state.step < first) setStep(first);
   state.playing = true;
   $("play").textContent = "❚❚";
   const tick = async () => {
     if (!state.playing) return;
     const t0 = performance.now();
-    if (state.step >= state.steps) { pause(); return; }
+    if (state.step >= end()) { pause(); return; }
     await setStep(state.step + 1);
     const wait = 1000 / (FPS * Number($("speed").value)) - (performance.now() - t0);
     state.timer = setTimeout(tick, Math.max(0, wait));
