@@ -10,7 +10,7 @@ import { esc } from "./fmt.js";
 const PANEL_H = 72;                  // px, one panel's height
 const NAME_ROW_PX = 11;              // px per named value (discrete actions with names)
 const MAX_NAMED_PANEL_PX = 240;      // a panel of many named actions grows at most to this
-export const COMPARE_COLOUR = "#d81b60";   // the compared episode's series (not in the palette)
+export const COMPARE_COLOUR = "#212121";   // the compared episode's series, dashed (not in the palette)
 
 /**
  * Builds the panels of `groups` ({title, names, cols, step, yLabels, yLabelStart, compare})
