@@ -7,6 +7,7 @@ import { FramePlayer, frameScale } from "./frames.js";
 import { buildPanels, endMarkers } from "./panels.js";
 import { infoSeries } from "./infoseries.js";
 import { robustOutliers, dimensionStats } from "./dataset.js";
+import { filteredSorted, rowHTML, treeHTML } from "./table.js";
 
 const $ = (id) => document.getElementById(id);
 const FPS = 30;                 // playback frames per second at 1x
@@ -39,36 +40,11 @@ function showError(e) {
   document.body.dataset.state = "error";
 }
 
-function fmtReturn(v) { return fmtNum(v); }
-
 // -- the episode table ------------------------------------------------------------------------
-
-function matches(ep, filter) {
-  if (!filter) return true;
-  const m = /^\s*(index|length|return|seed|end|env|writer|sub_env|outlier)\s*(<=|>=|!=|=|<|>)\s*(.+?)\s*$/.exec(filter);
-  if (m) {
-    const key = { writer: "writerName", sub_env: "subEnv" }[m[1]] || m[1], op = m[2], w = m[3];
-    let v = ep[key];
-    if (key === "writerName" && w === ep.writerLabel) v = w;
-    if (key === "outlier") v = ep.outlier ? 1 : 0;
-    const num = Number(w), a = typeof v === "number" && !Number.isNaN(num) ? v : String(v);
-    const b = typeof a === "number" ? num : w;
-    return { "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "=": a === b, "!=": a !== b }[op];
-  }
-  const text = `${ep.index} ${ep.writerLabel} ${ep.writerName} ${ep.env} ${ep.length} ${fmtReturn(ep.return)} ${ep.end} ${ep.seed}`;
-  return text.toLowerCase().includes(filter.toLowerCase());
-}
 
 function renderTable() {
   const key = state.sortKey, dir = state.sortDir;
-  const rows = state.rec.episodes.filter((ep) => matches(ep, state.filter));
-  rows.sort((a, b) => {
-    const x = a[key], y = b[key];
-    if (x === y) return a.index - b.index;
-    if (x === null || x === undefined) return 1;
-    if (y === null || y === undefined) return -1;
-    return (x < y ? -1 : 1) * dir;
-  });
+  const rows = filteredSorted(state.rec.episodes, state.filter, key, dir);
   state.rows = rows;
   drawRows();
   for (const th of $("episodes").tHead.rows[0].cells) {
@@ -84,12 +60,8 @@ function drawRows() {
   const last = Math.min(rows.length, first + Math.ceil((wrap.clientHeight || 360) / ROW_H) + 2 * OVERSCAN_ROWS);
   const sel = state.episode ? state.episode.index : -1;
   const spacer = (n) => (n > 0 ? `<tr class="spacer" style="height:${n * ROW_H}px"><td colspan="8"></td></tr>` : "");
-  $("episodes").tBodies[0].innerHTML = spacer(first) + rows.slice(first, last).map((ep) =>
-    `<tr data-index="${ep.index}" class="${ep.index === sel ? "selected" : ""}${ep.outlier ? " outlier" : ""}"` +
-    `${ep.outlier ? ` title="outlier: ${esc(ep.outlier)}"` : ""}><td class="num">${ep.index}</td>` +
-    `<td title="${esc(ep.writerName)}">${esc(ep.writerLabel)}</td><td>${esc(ep.env ?? "")}</td>` +
-    `<td class="num">${ep.length}</td><td class="num" data-value="${ep.return}" title="${ep.return}">${fmtReturn(ep.return)}</td>` +
-    `<td>${esc(ep.end ?? "")}</td><td class="num">${ep.seed ?? ""}</td><td class="num">${ep.subEnv ?? ""}</td></tr>`).join("") + spacer(rows.length - last);
+  $("episodes").tBodies[0].innerHTML = spacer(first) + rows.slice(first, last).map((ep) => rowHTML(ep, sel)).join("") +
+    spacer(rows.length - last);
 }
 
 function scrollToEpisode(index) {
@@ -121,36 +93,8 @@ function renderOverview() {
 
 // -- one episode ------------------------------------------------------------------------------
 
-// Tree nodes have no prototype and mark their leaf with a symbol, so that Dict keys such as
-// "__proto__", "constructor" or "__leaf" are plain children (not Object.prototype's members).
-const LEAF = Symbol("leaf");
-
-function leafTree(paths) {
-  const root = Object.create(null);
-  for (const p of paths) {
-    let node = root;
-    for (const part of p.split("/")) node = node[part] ??= Object.create(null);
-    node[LEAF] = p;
-  }
-  return root;
-}
-
 function renderTree(leaves) {
-  const html = (node, name) => {
-    const kids = Object.keys(node);
-    let out = "<li>";
-    if (node[LEAF]) {
-      const leaf = leaves.get(node[LEAF]), kind = leaf.kind;
-      const shape = leaf.rowShape ? `[${leaf.rowShape.join("×")}] ${dtypeName(leaf.dtype)}` : "values";
-      const box = kind === "series" || kind === "image"
-        ? `<input type="checkbox" data-leaf="${esc(leaf.path)}"${state.chosen.has(leaf.path) ? " checked" : ""}>` : "";
-      out += `<label title="${esc(leaf.path)}">${box}${esc(name)} <small>${esc(shape)}${kind === "image" ? " image" : ""}</small></label>`;
-    } else out += `<span>${esc(name)}</span>`;
-    if (kids.length) out += "<ul>" + kids.map((k) => html(node[k], k)).join("") + "</ul>";
-    return out + "</li>";
-  };
-  const tree = leafTree([...leaves.keys()]);
-  $("tree").innerHTML = "<ul>" + Object.keys(tree).map((k) => html(tree[k], k)).join("") + "</ul>";
+  $("tree").innerHTML = treeHTML(leaves, state.chosen);
 }
 
 async function selectEpisode(index, step) {
@@ -184,7 +128,7 @@ async function selectEpisode(index, step) {
   state.view = { x0: 0, x1: Math.max(ep.length, 1), max: Math.max(ep.length, 1), yZoom: 1 };
   state.markers = endMarkers(state.series.get("terminations")?.[0], state.series.get("truncations")?.[0]);
   if (state.compare && state.compare.ep === ep) state.compare = null;
-  $("episode-title").textContent = `Episode ${ep.index} · ${ep.env ?? "unknown env"} · ${ep.length} steps · return ${fmtReturn(ep.return)}` +
+  $("episode-title").textContent = `Episode ${ep.index} · ${ep.env ?? "unknown env"} · ${ep.length} steps · return ${fmtNum(ep.return)}` +
     (ep.end ? ` · ${ep.end}` : "") + (ep.subEnv !== null && ep.subEnv !== undefined ? ` · sub_env ${ep.subEnv}` : "") +
     (ep.legacy ? " · gym-recording" : "");
   $("scrub").max = String(ep.length);
