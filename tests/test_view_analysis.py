@@ -88,11 +88,16 @@ def test_cartpole_panels_zoom_fit_markers_and_outliers(driver, tmp_path):
         assert abs(x0 - 0.5 * n) <= 1.5 and abs(x1 - 0.9 * n) <= 1.5
         step = int(driver.execute_script("return document.getElementById('scrub').value"))
         assert x0 <= step <= x1
-        # The wheel zooms in further around the pointer, on every panel.
+        # The wheel alone scrolls the page; with Ctrl it zooms in around the pointer, on every panel.
         r = panel_rect(driver, "rewards")
+        assert driver.execute_script(
+            "return document.querySelector(`canvas.series-panel[data-series='rewards']`).dispatchEvent("
+            "new WheelEvent('wheel', {deltaY: -100, clientX: arguments[0], clientY: arguments[1],"
+            " bubbles: true, cancelable: true}))", r["left"] + r["width"] / 2, r["top"] + 30)
+        assert driver.execute_script(RANGES) == ranges  # (not cancelled, nothing zoomed)
         driver.execute_script(
             "document.querySelector(`canvas.series-panel[data-series='rewards']`).dispatchEvent("
-            "new WheelEvent('wheel', {deltaY: -100, clientX: arguments[0], clientY: arguments[1],"
+            "new WheelEvent('wheel', {deltaY: -100, ctrlKey: true, clientX: arguments[0], clientY: arguments[1],"
             " bubbles: true, cancelable: true}))", r["left"] + r["width"] / 2, r["top"] + 30)
         zoomed = wait_for(driver, RANGES, lambda r: r[0] != [x0, x1])
         assert all(r == zoomed[0] for r in zoomed)
@@ -101,7 +106,7 @@ def test_cartpole_panels_zoom_fit_markers_and_outliers(driver, tmp_path):
         y_before = driver.execute_script("return window.viewer.state.charts.map(c => c.yRange())")
         driver.execute_script(
             "document.querySelector(`canvas.series-panel[data-series='actions']`).dispatchEvent("
-            "new WheelEvent('wheel', {deltaY: -100, shiftKey: true, clientX: arguments[0],"
+            "new WheelEvent('wheel', {deltaX: -100, shiftKey: true, ctrlKey: true, clientX: arguments[0],"
             " clientY: arguments[1], bubbles: true, cancelable: true}))", r["left"] + 100, r["top"] + 30)
         assert driver.execute_script("return window.viewer.state.view.yZoom") == 1.25
         assert driver.execute_script(RANGES) == zoomed
@@ -173,7 +178,7 @@ def test_halfcheetah_17_panels_info_series_and_statistics(driver, tmp_path):
         r = panel_rect(driver, "observations[16]")
         driver.execute_script(
             "document.querySelector(`canvas.series-panel[data-series='observations[16]']`)"
-            ".dispatchEvent(new WheelEvent('wheel', {deltaY: -300, clientX: arguments[0], "
+            ".dispatchEvent(new WheelEvent('wheel', {deltaY: -300, altKey: true, clientX: arguments[0], "
             "clientY: arguments[1], bubbles: true, cancelable: true}))",
             r["left"] + r["width"] / 3, r["top"] + 30)
         ranges = wait_for(driver, RANGES, lambda r: r[0] != [0, 120])
@@ -289,5 +294,65 @@ def test_vector_recording_sub_env_column_and_compare(driver, tmp_path):
         box.clear()
         box.send_keys("\ue007")
         wait_for(driver, "return window.viewer.state.charts[0].series.length", lambda n: n == 1)
+    finally:
+        served.close()
+
+
+class _TwoCamerasEnv(gym.Env):
+    """A Dict of two images of different sizes (RGB and grey) and a Box."""
+
+    observation_space = gym.spaces.Dict({
+        "front": gym.spaces.Box(0, 255, (30, 40, 3), np.uint8),
+        "side": gym.spaces.Box(0, 255, (20, 16), np.uint8),
+        "speed": gym.spaces.Box(-1, 1, (2,), np.float32)})
+    action_space = gym.spaces.MultiDiscrete([3, 4])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), 0.0, False, self.t >= 9, {}
+
+
+def test_several_images_side_by_side_and_multidiscrete_steps(driver, tmp_path):
+    rec = tmp_path / "rec"
+    env = _TwoCamerasEnv()
+    env.observation_space.seed(0)
+    record(rec, env, 1)
+    served = Served(rec)
+    try:
+        open_page(driver, f"{served.url}?episode=0&step=3")
+        with RecordingReader(rec) as reader:
+            ep = reader[0]
+        boxes = driver.execute_script(
+            "return [...document.querySelectorAll('canvas.frame')].map(c => {"
+            "const r = c.getBoundingClientRect(); return [c.dataset.leaf, c.width, c.height,"
+            " r.top, r.left, c.clientWidth, c.clientHeight]; })")
+        assert [b[:3] for b in boxes] == [["observations/front", 40, 30],
+                                          ["observations/side", 16, 20]]
+        (_, _, _, top0, left0, w0, h0), (_, _, _, top1, left1, w1, h1) = boxes
+        assert top0 == top1 and left1 >= left0 + w0  # side by side, one row
+        scale = w0 // 40
+        assert scale >= 2 and (w0, h0, w1, h1) == (40 * scale, 30 * scale, 16 * scale, 20 * scale)
+        for leaf in ("front", "side"):
+            px = driver.execute_script(
+                "const c = document.querySelector(`canvas.frame[data-leaf='observations/${arguments[0]}']`);"
+                "return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)", leaf)
+            frame = ep.observations[leaf][3]
+            rgb = np.array(px, np.uint8).reshape(*frame.shape[:2], 4)[..., :3]
+            np.testing.assert_array_equal(rgb, frame if frame.ndim == 3 else np.stack([frame] * 3, -1))
+        # MultiDiscrete actions: a panel a dimension, drawn as steps; the Box per dimension.
+        steps = driver.execute_script(
+            "return Object.fromEntries(window.viewer.state.charts.map(c => [c.name, c.series[0].step]))")
+        assert steps["actions[0]"] is True and steps["actions[1]"] is True
+        assert steps["observations/speed[0]"] is False
+        for j in range(2):
+            data = driver.execute_script(
+                "return Array.from(window.viewer.state.charts.find(c => c.name === arguments[0])"
+                ".series[0].data)", f"actions[{j}]")
+            np.testing.assert_array_equal(data, ep.actions[:, j])
     finally:
         served.close()

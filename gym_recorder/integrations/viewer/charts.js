@@ -6,8 +6,9 @@
 // the data layer, and moving the cursor only repaints a cached image plus one line.
 //
 // Zoom: a chart given a shared `view` ({x0, x1, yZoom, max}, owned by the page) draws the steps
-// x0..x1 of an axis 0..max, its y range fitted to what is visible and narrowed by yZoom. The wheel zooms x around
-// the pointer (shift+wheel zooms y), a drag draws a brush whose range becomes the view; a click
+// x0..x1 of an axis 0..max, its y range fitted to what is visible and narrowed by yZoom.
+// Ctrl+wheel (or Alt, Cmd) zooms x around the pointer, with shift too it zooms y (a plain wheel
+// scrolls the page); a drag draws a brush whose range becomes the view; a click
 // moves the cursor. The page hears of both (onZoom, onCursor) and redraws every chart sharing
 // the view.
 
@@ -73,9 +74,12 @@ export class LineChart {
       this.dragging = null;
     });
     canvas.addEventListener("wheel", (ev) => {
-      if (!this.opts.onZoom || !this.opts.view || !this.n) return;
+      // (a plain wheel scrolls the page of panels; with Ctrl, Alt or Cmd it zooms)
+      if (!this.opts.onZoom || !this.opts.view || !this.n || !(ev.ctrlKey || ev.altKey || ev.metaKey)) return;
       ev.preventDefault();
-      const f = ev.deltaY > 0 ? WHEEL_FACTOR : 1 / WHEEL_FACTOR;
+      const delta = ev.deltaY || ev.deltaX;   // (shift turns the wheel sideways in some browsers)
+      if (!delta) return;
+      const f = delta > 0 ? WHEEL_FACTOR : 1 / WHEEL_FACTOR;
       const view = this.opts.view;
       if (ev.shiftKey) { this.opts.onZoom(view.x0, view.x1, view.yZoom / f); return; }
       const [x0, x1] = this.range, centre = indexAt(ev).i;
