@@ -3,10 +3,16 @@
 import { Recording, stats } from "./data.js";
 import { LineChart, histogram, colourOf } from "./charts.js";
 import { fmtNum, fmtValue, dtypeName, esc } from "./fmt.js";
-import { FramePlayer, frameScale } from "./frames.js";
-import { buildPanels, endMarkers } from "./panels.js";
-import { infoSeries } from "./infoseries.js";
-import { robustOutliers, dimensionStats } from "./dataset.js";
+
+// The episode's modules load while the table is read and drawn (the table needs none of them).
+const later = Promise.all([import("./frames.js"), import("./panels.js"), import("./infoseries.js"), import("./dataset.js")]);
+let FramePlayer, frameScale, buildPanels, endMarkers, infoSeries, robustOutliers, dimensionStats;
+const loaded = later.then(([frames, panels, infos, dataset]) => {
+  ({ FramePlayer, frameScale } = frames);
+  ({ buildPanels, endMarkers } = panels);
+  ({ infoSeries } = infos);
+  ({ robustOutliers, dimensionStats } = dataset);
+});
 import { filteredSorted, rowHTML, treeHTML } from "./table.js";
 
 const $ = (id) => document.getElementById(id);
@@ -392,6 +398,7 @@ async function main() {
   renderTable();
   window.viewer.timings.tableMs = performance.now();
   document.body.dataset.table = "shown";
+  await loaded;
   renderOverview();
   if (!state.rec.episodes.length) { document.body.dataset.state = "ready"; $("episode-title").textContent = "No episodes yet"; return; }
   await selectEpisode(Math.min(episode, state.rec.episodes.length - 1), step);
