@@ -356,3 +356,66 @@ def test_several_images_side_by_side_and_multidiscrete_steps(driver, tmp_path):
             np.testing.assert_array_equal(data, ep.actions[:, j])
     finally:
         served.close()
+
+
+class _NestedInfoEnv(gym.Env):
+    """Infos with numbers at several depths, a bool, a string, a small array and a key that
+    comes and goes."""
+
+    observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {"start": 1}
+
+    def step(self, action):
+        self.t += 1
+        info = {"stats": {"speed": 0.5 * self.t, "deep": {"n": self.t * 3}}, "ok": self.t % 2 == 0,
+                "name": f"t{self.t}", "vec": np.arange(3, dtype=np.int16) + self.t,
+                "pair": (self.t, -self.t)}
+        if self.t % 3 == 0:
+            info["sometimes"] = np.float32(self.t / 4)
+        return np.full(1, self.t / 10, np.float32), 1.0, False, self.t >= 7, info
+
+
+def test_numeric_leaves_of_nested_infos_are_series(driver, tmp_path):
+    rec = tmp_path / "rec"
+    record(rec, _NestedInfoEnv(), 1)
+    served = Served(rec)
+    try:
+        open_page(driver, f"{served.url}?episode=0&step=2")
+        with RecordingReader(rec) as reader:
+            infos = reader[0].infos
+        got = driver.execute_script(
+            "return Object.fromEntries([...window.viewer.state.infoSeries].map(([k, v]) => "
+            "[k, Array.from(v, x => Number.isNaN(x) ? null : x)]))")
+
+        def column(get) -> list:
+            out = []
+            for info in infos:
+                try:
+                    out.append(float(get(info)))
+                except KeyError:
+                    out.append(None)
+            return out
+
+        expected = {
+            "infos/start": column(lambda i: i["start"]),
+            "infos/stats/speed": column(lambda i: i["stats"]["speed"]),
+            "infos/stats/deep/n": column(lambda i: i["stats"]["deep"]["n"]),
+            "infos/ok": column(lambda i: i["ok"]),
+            "infos/vec[0]": column(lambda i: i["vec"][0]),
+            "infos/vec[2]": column(lambda i: i["vec"][2]),
+            "infos/pair[0]": column(lambda i: i["pair"][0]),
+            "infos/pair[1]": column(lambda i: i["pair"][1]),
+            "infos/sometimes": column(lambda i: i["sometimes"]),
+        }
+        for name, values in expected.items():
+            assert got[name] == values, name
+        assert not any(k.startswith("infos/name") for k in got)  # strings are not series
+        panels = driver.execute_script(PANELS)
+        assert set(expected) <= set(panels)
+    finally:
+        served.close()
