@@ -121,6 +121,17 @@ def test_cartpole_panels_zoom_fit_markers_and_outliers(driver, tmp_path):
         # "fit" shows every step again.
         driver.find_element("id", "fit").click()
         assert driver.execute_script(RANGES) == [[0, n]] * 6
+        # A zoomed, compared view is a link: the URL keeps it and opens it again.
+        brush(driver, "observations[0]", 0.2, 0.6)
+        driver.find_element("id", "compare").send_keys("4\ue007")
+        wait_for(driver, "return window.viewer.state.charts[0].series.length", lambda k: k == 2)
+        z = driver.execute_script(RANGES)[0]
+        link = wait_for(driver, "return location.search", lambda q: "compare=4" in q and "from=" in q)
+        assert f"&from={round(z[0])}&to={round(z[1])}" in link
+        open_page(driver, served.url + link)
+        assert driver.execute_script(RANGES) == [[round(z[0]), round(z[1])]] * 6
+        assert driver.execute_script("return window.viewer.state.compare.ep.index") == 4
+        driver.find_element("id", "fit").click()
         # Readable numbers, exact on hover; dtype names; short writer labels.
         obs_line = driver.execute_script("return document.querySelector('#info .kv[data-key=observations]')")
         assert len(obs_line.text) < 80 and "float32" not in obs_line.text

@@ -143,7 +143,7 @@ async function selectEpisode(index, step) {
   renderTree(leaves);
   buildViews();
   await setStep(Math.max(0, Math.min(step, ep.length)), true);
-  if (token === state.loadToken) document.body.dataset.state = "ready";
+  if (token === state.loadToken && !state.holdReady) document.body.dataset.state = "ready";
 }
 
 /** The groups of panels: chosen series leaves, rewards, then the infos' numbers. */
@@ -194,6 +194,7 @@ function buildViews() {
   });
   $("view-range").textContent = rangeText();
   $("compare-label").textContent = state.compare ? `compared with episode ${state.compare.ep.index} (dashed)` : "";
+  scheduleURL();
 }
 
 function scaleFrames() {
@@ -213,6 +214,7 @@ function zoom(x0, x1, yZoom = 1) {
   v.x0 = Math.max(0, x0); v.x1 = Math.min(v.max, Math.max(x1, v.x0 + 1)); v.yZoom = yZoom;
   for (const c of state.charts) if (!c.canvas.hidden) c.invalidate();
   $("view-range").textContent = rangeText();
+  scheduleURL();
   if (state.step < v.x0 || state.step > v.x1) setStep(Math.ceil(v.x0));
 }
 
@@ -304,7 +306,11 @@ function scheduleURL() {
   if (state.urlTimer) return;
   state.urlTimer = setTimeout(() => {
     state.urlTimer = null;
-    if (state.episode) history.replaceState(null, "", `?episode=${state.episode.index}&step=${state.step}`);
+    if (!state.episode) return;
+    const v = state.view, zoomed = v.x0 > 0 || v.x1 < v.max;
+    history.replaceState(null, "", `?episode=${state.episode.index}&step=${state.step}` +
+      (zoomed ? `&from=${Math.round(v.x0)}&to=${Math.round(v.x1)}` : "") +
+      (state.compare ? `&compare=${state.compare.ep.index}` : ""));
   }, URL_UPDATE_MS);
 }
 
@@ -401,7 +407,20 @@ async function main() {
   await loaded;
   renderOverview();
   if (!state.rec.episodes.length) { document.body.dataset.state = "ready"; $("episode-title").textContent = "No episodes yet"; return; }
+  const num = (key) => (params.has(key) ? parseInt(params.get(key), 10) : NaN);
+  state.holdReady = ["compare", "from", "to"].some((k) => params.has(k));  // (ready once applied)
   await selectEpisode(Math.min(episode, state.rec.episodes.length - 1), step);
+  // A shared link's comparison and zoom (?compare=K&from=A&to=B), when they still apply.
+  if (Number.isInteger(num("compare")) && state.rec.episodes[num("compare")]) {
+    $("compare").value = String(num("compare"));
+    await compareWith(num("compare"));
+  }
+  if (Number.isInteger(num("from")) && Number.isInteger(num("to")) && num("to") > num("from")) {
+    const keep = state.step;
+    zoom(num("from"), num("to"), 1);
+    if (keep >= state.view.x0 && keep <= state.view.x1) await setStep(keep, true);
+  }
+  if (state.holdReady) { state.holdReady = false; document.body.dataset.state = "ready"; }
 }
 
 main().catch(showError);
