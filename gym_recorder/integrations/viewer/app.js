@@ -292,7 +292,7 @@ async function showStats() {
   const eps = state.rows.slice(0, MAX_STATS_EPISODES);
   $("stats").textContent = `reading ${eps.length} episodes…`;
   const rows = await dimensionStats(state.rec, eps);
-  const head = "<tr><th>dimension</th><th>min</th><th>max</th><th>mean</th><th>std</th><th>steps</th></tr>";
+  const head = "<tr><th>dimension</th><th>min</th><th>max</th><th>mean</th><th>std</th><th title='values counted (observations: steps + 1 an episode)'>values</th></tr>";
   const cell = (v) => `<td class="num" title="${v}">${fmtNum(v)}</td>`;
   $("stats").innerHTML = `<p>${eps.length} of ${state.rows.length} filtered episodes` +
     `${state.rows.length > eps.length ? ` (the first ${MAX_STATS_EPISODES})` : ""}</p>` +
