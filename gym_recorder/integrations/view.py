@@ -384,6 +384,9 @@ def run(directory: str | os.PathLike[str], host: str = DEFAULT_HOST, port: int |
             cannot be bound.
     """
     server = _bind(directory, host, port)
+    if port is None and server.server_address[1] != DEFAULT_PORT:
+        print(f"port {DEFAULT_PORT} is in use: serving on port {server.server_address[1]}",
+              file=sys.stderr, flush=True)
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C (SIGINT) and SIGTERM stop the server cleanly, also when it was started in the
         # background of a non-interactive shell, which starts it with SIGINT ignored.

@@ -29,6 +29,14 @@ const BRUSH_MIN_PX = 4;        // a drag shorter than this is a click (moves the
 const WHEEL_FACTOR = 1.25;     // one wheel notch zooms by this much
 const MAX_Y_LABELS = 16;       // named y values (discrete actions) drawn at most
 
+// The chart a mousedown started on: one window listener ends its drag (a listener per chart
+// would keep every chart ever built, and its data, alive).
+let active = null;
+window.addEventListener("mouseup", () => {
+  if (active) active.release();
+  active = null;
+});
+
 export class LineChart {
   /**
    * @param {HTMLCanvasElement} canvas
@@ -54,6 +62,7 @@ export class LineChart {
       if (!this.n) return;
       const at = indexAt(ev);
       this.dragging = { x: at.x, i: at.i };
+      active = this;
       if (this.opts.onCursor) this.opts.onCursor(clamp(at.i));
     });
     canvas.addEventListener("mousemove", (ev) => {
@@ -64,14 +73,6 @@ export class LineChart {
         this.brushRange = [Math.min(at.i, this.dragging.i), Math.max(at.i, this.dragging.i)];
         this.draw();
       } else if (!this.brush && this.opts.onCursor) this.opts.onCursor(clamp(at.i));
-    });
-    window.addEventListener("mouseup", () => {
-      if (this.dragging && this.brush) {
-        const [a, b] = this.brushRange;
-        this.brush = null;
-        this.zoomTo(Math.floor(a), Math.ceil(b));
-      }
-      this.dragging = null;
     });
     canvas.addEventListener("wheel", (ev) => {
       // (a plain wheel scrolls the page of panels; with Ctrl, Alt or Cmd it zooms)
@@ -85,6 +86,16 @@ export class LineChart {
       const [x0, x1] = this.range, centre = indexAt(ev).i;
       this.zoomTo(centre - (centre - x0) * f, centre + (x1 - centre) * f);
     }, { passive: false });
+  }
+
+  /** The mouse button went up (anywhere) after a mousedown on this chart: a brush zooms. */
+  release() {
+    if (this.dragging && this.brush) {
+      const [a, b] = this.brushRange;
+      this.brush = null;
+      this.zoomTo(Math.floor(a), Math.ceil(b));
+    }
+    this.dragging = null;
   }
 
   /** Asks the page to show steps [a, b] (clamped to the data, at least 2 steps wide). */
