@@ -21,6 +21,8 @@ __all__ = [
     "RepairError",
     "DatasetError",
     "DatasetNotFoundError",
+    "EditError",
+    "EditConflictError",
 ]
 
 
@@ -110,3 +112,14 @@ class DatasetNotFoundError(DatasetError, FileNotFoundError):
 
 class CommandError(RecorderError):
     """A ``gym-recorder`` command cannot do what was asked (reported as one line on stderr)."""
+
+
+class EditError(RecorderError, ValueError):
+    """An edit (delete, restore, merge, split, compact) cannot be done as asked: a selection of
+    episodes that does not parse, a collision of writers, an output that exists; nothing was
+    changed."""
+
+
+class EditConflictError(EditError):
+    """Another edit committed while this one was being prepared; nothing was changed: run it
+    again."""
