@@ -420,6 +420,8 @@ newest :data:`gym_recorder.edit.KEEP_GENERATIONS` are kept, an undo history)::
                                           readers ignore P's manifest; Q is not itself a key
     "pending": {P: "..."}                 writers a merge is bringing in: ignored until a
                                           later generation leaves them out of "pending"
+    "replaced_at": {P: "...Z"}            optional: when P was replaced (its files are removed
+                                          a grace period later); readers MAY ignore it
 
 Readers MUST refuse a generation that breaks these rules, naming the file. A reader applies the
 state where it lists the episodes: it leaves out the writers ``replaced`` or ``pending`` name,

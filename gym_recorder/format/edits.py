@@ -50,6 +50,8 @@ class EditState:
         replaced: old prefix -> the prefix of the writer a compaction rewrote it into (the old
             writer is hidden; the new one shown).
         pending: prefixes hidden while a merge brings their files in, -> what brings them.
+        replaced_at: old prefix -> when it was replaced (its files are removed a grace
+            period later).
         action: a line saying what the edit did.
         time: when it was committed (UTC, ISO 8601).
     """
@@ -58,6 +60,7 @@ class EditState:
     deleted: dict[str, list[list[int]]] = field(default_factory=dict)
     replaced: dict[str, str] = field(default_factory=dict)
     pending: dict[str, str] = field(default_factory=dict)
+    replaced_at: dict[str, str] = field(default_factory=dict)
     action: str = ""
     time: str = ""
 
@@ -67,7 +70,9 @@ class EditState:
                 "generation": self.generation, "time": self.time, "action": self.action,
                 "deleted": {p: r for p, r in sorted(self.deleted.items()) if r},
                 "replaced": dict(sorted(self.replaced.items())),
-                "pending": dict(sorted(self.pending.items()))}
+                "pending": dict(sorted(self.pending.items())),
+                "replaced_at": {p: t for p, t in sorted(self.replaced_at.items())
+                                if p in self.replaced}}
 
     def hidden(self, prefix: str) -> list[list[int]]:
         """The deleted ranges of one writer (empty when none)."""
@@ -145,7 +150,7 @@ def parse_state(doc: Any, where: str, generation: int) -> EditState:
         raise FormatError(f"{where}: 'generation' {doc.get('generation')!r} is not the "
                           f"{generation} of the file's name")
     state = EditState(generation)
-    for key in ("deleted", "replaced", "pending"):
+    for key in ("deleted", "replaced", "pending", "replaced_at"):
         if not isinstance(doc.get(key, {}), dict):
             raise FormatError(f"{where}: {key!r} must be an object")
     for p, ranges in doc.get("deleted", {}).items():
@@ -159,6 +164,8 @@ def parse_state(doc: Any, where: str, generation: int) -> EditState:
         if not isinstance(why, str):
             raise FormatError(f"{where}: pending {p!r} must say what brings it in")
         state.pending[_prefix(p, f"{where} pending")] = why
+    state.replaced_at = {p: t for p, t in doc.get("replaced_at", {}).items()
+                         if p in state.replaced and isinstance(t, str)}
     for key in ("action", "time"):
         value = doc.get(key, "")
         setattr(state, key, value if isinstance(value, str) else "")
