@@ -99,12 +99,12 @@ def check_tripwire(doc: Any, where: str) -> None:
 
 
 def _prefix(value: Any, where: str) -> str:
+    if value == EDITS_PREFIX:
+        raise FormatError(f"{where}: {EDITS_PREFIX!r} is reserved for the edit record")
     try:
         prefix = check_prefix(value)
     except ValueError:
         raise FormatError(f"{where}: {value!r} is not a writer prefix") from None
-    if prefix == EDITS_PREFIX:
-        raise FormatError(f"{where}: {EDITS_PREFIX!r} is reserved for the edit record")
     return prefix
 
 
