@@ -189,6 +189,8 @@ def restore(directory: str | os.PathLike[str], episodes: Iterable[int | str] | N
                 raise EditError(f"episodes {missing[:10]} are not deleted (restore takes the "
                                 f"indices `info --deleted` lists)")
             chosen = sorted(wanted)
+        if not chosen and all:
+            return EditResult(full.edits.generation, 0, len(full), 0)  # nothing deleted
         if not chosen:
             raise EmptySelectionError(f"{directory}: no deleted episode selected; nothing "
                                       f"restored")
