@@ -270,3 +270,16 @@ def test_edits_while_the_writer_records(tmp_path: Path) -> None:
     assert [e[6][1] for e in got] == [1, 3, 4, 5]  # the writer's numbers: stable ids
     same(got[:1], [first[1]])
     assert compact(d, grace=0).replaced and len(episodes(d)) == 4
+
+
+def test_gym_recording_writers_delete_but_do_not_merge(tmp_path: Path) -> None:
+    from hostile import _write_legacy
+
+    d = _write_legacy(tmp_path / "legacy")
+    before = episodes(d)
+    edit.delete(d, [0])
+    same(episodes(d), before[1:])
+    with pytest.raises(EditError, match="gym-recording writers"):
+        merge([d], tmp_path / "dest")
+    assert not (tmp_path / "dest").exists()
+    assert compact(d, grace=0).replaced == [] and len(episodes(d)) == 1

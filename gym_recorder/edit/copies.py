@@ -63,6 +63,10 @@ class _Source:
             self.manifests: list[Manifest] = load_manifests(storage, self.state)
         finally:
             storage.close()
+        legacy = [m.prefix for m in self.manifests if m.legacy]
+        if legacy:
+            raise EditError(f"{self.directory}: gym-recording writers ({legacy[0]}) name array "
+                            f"files of any name: merge and split take gym_recorder writers only")
 
     def files(self, m: Manifest) -> list[str]:
         names = [m.name]
