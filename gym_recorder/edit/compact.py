@@ -27,7 +27,7 @@ from ..read.manifest import Manifest, load_edits, load_manifests
 from ..read.storage import LocalStorage
 from ..record.wrapper import DEFAULT_TARGET_BATCH_BYTES
 from .log import commit, fsync_dir
-from .rewrite import kept_entries, plan_batches, write_batch
+from .rewrite import kept_entries, plan_batches, sync_files, write_batch
 
 __all__ = ["compact", "CompactResult", "reclaimable", "RETIRE_GRACE_SECONDS"]
 
@@ -86,6 +86,7 @@ def _rewrite(directory: str, storage: LocalStorage, m: Manifest, generation: int
         infos.append(write_batch(directory, storage, decoder, m, q, first, groups_of_batch,
                                  renumber, m.doc))
         first += infos[-1]["len"]
+    sync_files(directory, [i[k] for i in infos for k in ("fn", "bin")])
     for info in infos:  # every new batch checked as verify checks one: nothing lost
         check = _check_batch(directory, q, info["first"], info["fn"], info)
         if check.problems:

@@ -20,14 +20,15 @@ from ..errors import EditError
 from ..format import (ALIGNMENT, FORMAT_NAME, MANIFEST_VERSION, INDEX_TABLE_WIDTH, batch_stem,
                       continues)
 from ..format.edits import EDITS_VERSION
-from ..format.fileio import atomic_write, crc32, dumps
+from ..format.fileio import crc32, dumps
 from ..format.spaces import ArrayLeaf, DictNode, TupleNode
 from ..read.decode import Decoder, parse_batch
 from ..read.manifest import Manifest
 from ..read.stepindex import _read_index
 from ..read.storage import Storage
 
-__all__ = ["Kept", "kept_entries", "plan_batches", "write_batch", "HEADER_WHOLE_BYTES"]
+__all__ = ["Kept", "kept_entries", "plan_batches", "write_batch", "sync_files",
+           "HEADER_WHOLE_BYTES"]
 
 # A batch header longer than this keeps only its fields of at most HEADER_FIELD_BYTES (the
 # writer's rule, see "Batch" in the spec), but in the first batch.
@@ -226,10 +227,18 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
         body["index"] = index
     body["header"] = _header(doc, prefix, m.prefix, first)
     data = dumps(body)
-    with atomic_write(os.path.join(directory, out.name)) as f:
-        f.write(out.data)
-    with atomic_write(os.path.join(directory, stem + ".json")) as f:
-        f.write(data)
+    # Written in place, not fsynced here: nothing lists these files until the compaction's
+    # manifest, written after every batch file is fsynced (sync_files), and its commit.
+    # (A file of that name, a killed compaction's, is unlinked first: never written through,
+    # so that no hard link of it elsewhere changes, and no symlink is followed.)
+    for name, content in ((out.name, out.data), (stem + ".json", data)):
+        path = os.path.join(directory, name)
+        if os.path.lexists(path):
+            os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     0o666)
+        with open(fd, "wb") as f:
+            f.write(content)
     batch_info: dict[str, Any] = {
         "first": first, "len": len(entries), "fn": stem + ".json", "bin": out.name,
         "json_size": len(data), "bin_size": len(out.data), "json_crc32": crc32(data),
@@ -238,3 +247,13 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
         batch_info["index"] = index
     return batch_info
 
+
+def sync_files(directory: str, names: list[str]) -> None:
+    """fsyncs files written by :func:`write_batch` (once all are written: the kernel has
+    written most back meanwhile)."""
+    for name in names:
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
