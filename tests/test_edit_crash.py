@@ -157,3 +157,114 @@ def test_kill_during_merge_and_split(tmp_path: Path) -> None:
             assert ".tmp-" in n
         shutil.rmtree(t)
     print(f"\nkilled after: {dict(stages)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Killed at every step: a forked child SIGKILLs itself at its k-th file-system write (an audit
+# event: a file opened for writing, a link, rename, removal, mkdir), for k = 1, 2, ... until
+# the operation ends before step k.
+
+_WRITE_EVENTS = {"os.link", "os.rename", "os.remove", "os.mkdir", "os.rmdir", "shutil.rmtree",
+                 "os.symlink", "os.truncate"}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+
+
+def _writes(event: str, args: tuple) -> bool:
+    if event in _WRITE_EVENTS:
+        return True
+    if event != "open" or len(args) < 3:
+        return False
+    mode, flags = args[1], args[2]
+    return bool((isinstance(mode, str) and any(c in mode for c in "wax+"))
+                or (isinstance(flags, int) and flags & _WRITE_FLAGS))
+
+
+def _killed_at(step: int, op) -> bool:
+    """Runs ``op`` in a forked child killed at its ``step``-th write; False if it ended first."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            count = [0]
+
+            def hook(event: str, args: tuple) -> None:
+                if _writes(event, args):
+                    count[0] += 1
+                    if count[0] == step:
+                        os.kill(os.getpid(), signal.SIGKILL)
+
+            sys.addaudithook(hook)
+            op()
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) or os.WEXITSTATUS(status) == 0, "the operation failed"
+    return os.WIFSIGNALED(status)
+
+
+def _every_step(tmp_path: Path, setup, op, check) -> int:
+    tmp_path.mkdir()
+    step = 0
+    while True:
+        step += 1
+        work = tmp_path / f"step{step}"
+        setup(work)
+        killed = _killed_at(step, lambda: op(work))
+        check(work)
+        shutil.rmtree(work)
+        if not killed:
+            return step - 1
+
+
+@pytest.mark.stress
+def test_kill_at_every_step_of_delete_compact_merge_split(tmp_path: Path) -> None:
+    from gym_recorder import edit
+    from gym_recorder.edit.compact import compact
+    from gym_recorder.edit.copies import merge, split
+
+    src, other = tmp_path / "src", tmp_path / "other"
+    record_cartpole(src, episodes=8, target_batch_bytes=6000)  # a few batches
+    record_cartpole(other, episodes=3, seed=1)
+    old, incoming = fingerprints(src), fingerprints(other)
+
+    def fresh(work: Path) -> None:
+        work.mkdir()
+        shutil.copytree(src, work / "rec")
+
+    def sound(d: Path, allowed: list[Counter]) -> None:
+        assert verify(d) == []
+        assert fingerprints(d) in allowed
+
+    probe = tmp_path / "probe"
+    shutil.copytree(src, probe)
+    edit.delete(probe, [1, 5])
+    deleted = fingerprints(probe)
+    steps = {}
+    steps["delete"] = _every_step(tmp_path / "d", fresh, lambda w: edit.delete(w / "rec", [1, 5]),
+                                  lambda w: sound(w / "rec", [old, deleted]))
+
+    def fresh_deleted(work: Path) -> None:
+        work.mkdir()
+        shutil.copytree(probe, work / "rec")
+
+    steps["compact"] = _every_step(tmp_path / "c", fresh_deleted,
+                                   lambda w: compact(w / "rec", grace=0),
+                                   lambda w: sound(w / "rec", [deleted]))
+    steps["merge"] = _every_step(tmp_path / "m", fresh, lambda w: merge([other], w / "rec"),
+                                 lambda w: sound(w / "rec", [old, old + incoming]))
+
+    def split_sound(w: Path) -> None:
+        sound(w / "rec", [old])
+        parts = [fingerprints(w / x) for x in ("a", "b") if (w / x).exists()]
+        for x in ("a", "b"):
+            if (w / x).exists():
+                assert verify(w / x) == []
+        if len(parts) == 2:
+            assert parts[0] + parts[1] == old
+
+    steps["split"] = _every_step(tmp_path / "s", fresh,
+                                 lambda w: split(w / "rec", {str(w / "a"): 0.5,
+                                                             str(w / "b"): 0.5}, seed=0),
+                                 split_sound)
+    print(f"\nkilled at every step: {steps}")
+    assert all(n >= 3 for n in steps.values())
