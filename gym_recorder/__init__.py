@@ -14,11 +14,14 @@ one way, recording and reading meet only in the format.
 - ``read/``: files into checked arrays and episodes (storage -> manifest -> decode -> assemble ->
   reader).
 - ``integrity/``: ``verify`` and ``repair``.
+- ``edit/``: edits in place as metadata commits: delete, keep, restore (``episodes``,
+  ``select``, ``log``), merge and split (``copies``), compact (``compact``, ``rewrite``);
+  ``health`` is what verify and repair do about the edit record.
 - ``training/``: selections, transitions, sampling, datasets.
 - ``replay/``: drive an env with a policy, replay a recording, compare exactly.
 - ``integrations/``: export, Parquet, Minari, cloud, Ray, the browser viewer.
 - ``cli/``: the ``gym-recorder`` command line (parser and ``main``; ``record``, ``inspect``,
-  ``output``).
+  ``edit``, ``output``).
 """
 
 from ._version import __version__
