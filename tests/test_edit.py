@@ -188,11 +188,17 @@ def test_compact_joins_small_batches(tmp_path: Path) -> None:
     before = episodes(d)
     with RecordingReader(d) as reader:
         batches = reader.writers[0]["batches"]
-    result = compact(d, grace=0)
+    result = compact(d, grace=0, target_batch_bytes=20_000)  # parts of episodes joined
     with RecordingReader(d) as reader:
-        assert reader.writers[0]["batches"] < batches
+        assert 1 < reader.writers[0]["batches"] < batches
     same(episodes(d), before, ids=False)
     assert verify(d) == [] and result.freed > 0
+    compact(d, grace=0)  # again, into one batch: joined parts renumber the later ones
+    with RecordingReader(d) as reader:
+        assert reader.writers[0]["batches"] == 1
+        assert all(not b.get("continues") for b in reader.writers[0]["manifest"]["batches"])
+    same(episodes(d), before, ids=False)
+    assert verify(d) == []
     assert compact(d, grace=0).replaced == []  # nothing left to do
 
 

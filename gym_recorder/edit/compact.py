@@ -82,9 +82,10 @@ def _rewrite(directory: str, storage: LocalStorage, m: Manifest, generation: int
     decoder = Decoder(storage)
     infos: list[dict[str, Any]] = []
     first = 0
+    next_part: dict[int, int] = {}
     for groups_of_batch in plan:
         infos.append(write_batch(directory, storage, decoder, m, q, first, groups_of_batch,
-                                 renumber, m.doc))
+                                 renumber, m.doc, next_part))
         first += infos[-1]["len"]
     sync_files(directory, [i[k] for i in infos for k in ("fn", "bin")])
     for info in infos:  # every new batch checked as verify checks one: nothing lost

@@ -24,8 +24,8 @@ from ..format.fileio import crc32, dumps
 from ..format.spaces import ArrayLeaf, DictNode, TupleNode
 from ..read.decode import Decoder, parse_batch
 from ..read.manifest import Manifest
-from ..read.stepindex import _read_index
 from ..read.storage import Storage
+from .join import Segments, can_join, join_parts, segments_of
 
 __all__ = ["Kept", "kept_entries", "plan_batches", "write_batch", "sync_files",
            "HEADER_WHOLE_BYTES"]
@@ -43,6 +43,7 @@ class Kept:
     def __init__(self, b: int, entries: list[tuple[int, int, int, bool]], bytes_: int,
                  index_key: Any) -> None:
         self.b, self.entries, self.bytes, self.index_key = b, entries, bytes_, index_key
+        self.joins_next = False  # its continuing entries join their next parts exactly
 
 
 def kept_entries(storage: Storage, m: Manifest, deleted: set[int]) -> Iterator[Kept]:
@@ -51,6 +52,7 @@ def kept_entries(storage: Storage, m: Manifest, deleted: set[int]) -> Iterator[K
     writers)."""
     opened: dict[Any, tuple[int, int]] = {}  # episode id -> (number, next part)
     previous: Kept | None = None
+    prev = None
     for b, binfo in enumerate(m.batches):
         batch = parse_batch(storage, m, b)
         if m.gap_before(b):
@@ -72,10 +74,15 @@ def kept_entries(storage: Storage, m: Manifest, deleted: set[int]) -> Iterator[K
             if number not in deleted:
                 rows.append((pos, number, part, continues(entry)))
         if previous is not None:  # the previous batch's continues hold only if found here
-            found = {(n, p) for _, n, p, _ in rows}
+            found = {(n, p): pos for pos, n, p, _ in rows}
             previous.entries = [(pos, n, p, c and (n, p + 1) in found)
                                 for pos, n, p, c in previous.entries]
+            assert m.obs_layout is not None and m.act_layout is not None and prev is not None
+            previous.joins_next = all(
+                can_join(prev.entries[pos], batch.entries[found[(n, p + 1)]], m.obs_layout,
+                         m.act_layout) for pos, n, p, c in previous.entries if c)
             yield previous
+        prev = batch
         opened = now
         share = len(rows) / max(1, binfo["len"])
         index = binfo.get("index")
@@ -96,7 +103,7 @@ def plan_batches(groups: list[Kept], target_bytes: int) -> list[list[Kept]]:
         last = out[-1] if out else None
         joinable = last is not None and size + g.bytes <= target_bytes and \
             last[-1].index_key == g.index_key and \
-            not any(c for _, _, _, c in last[-1].entries)
+            (last[-1].joins_next or not any(c for _, _, _, c in last[-1].entries))
         if joinable and last is not None:
             last.append(g)
             size += g.bytes
@@ -142,13 +149,14 @@ class _Bin:
     def __init__(self, name: str) -> None:
         self.name, self.data = name, bytearray()
 
-    def put(self, ref: dict[str, Any], source: memoryview, at: int | None = None) -> None:
-        offset, size = ref["npyoff"], ref["size"]
-        if offset + size > len(source):
-            raise EditError(f"{ref.get('npyfile')}: an array beyond the file's end")
+    def put(self, ref: dict[str, Any], segments: list[tuple[memoryview, int, int]],
+            at: int | None = None) -> None:
         at = _align(len(self.data)) if at is None else at
         self.data.extend(bytes(at - len(self.data)))
-        self.data += source[offset: offset + size]
+        for source, offset, size in segments:
+            if offset + size > len(source):
+                raise EditError(f"{ref.get('npyfile')}: an array beyond the file's end")
+            self.data += source[offset: offset + size]
         ref["npyoff"], ref["npyfile"] = at, self.name
 
 
@@ -164,36 +172,65 @@ def _header(doc: dict[str, Any], prefix: str, replaces: str, first: int) -> dict
 
 def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
                 prefix: str, first: int, groups: list[Kept], renumber: dict[int, int],
-                doc: dict[str, Any]) -> dict[str, Any]:
-    """Writes one new batch of writer ``prefix`` from kept entries; returns its BATCH."""
+                doc: dict[str, Any], next_part: dict[int, int]) -> dict[str, Any]:
+    """Writes one new batch of writer ``prefix`` from kept entries; returns its BATCH.
+
+    ``renumber`` maps the old writer's episode numbers to the new's; ``next_part`` (kept
+    across the batches of the writer) the part number each continuing episode's next entry
+    takes (parts joined into one entry shift the later ones' numbers).
+    """
     stem = batch_stem(prefix, first)
     out = _Bin(stem + ".bin")
     indexed = groups[0].index_key is not None
     assert m.obs_layout is not None and m.act_layout is not None
-    entries: list[dict[str, Any]] = []
-    sources: list[tuple[dict[str, Any], memoryview, list[dict[str, Any]], list[int]]] = []
-    table: list[tuple[int, int, int, int]] = []
-    steps = episodes = 0
+    # Logical entries: the kept parts, an episode's consecutive parts joined into one.
+    logical: list[list[tuple[dict[str, Any], memoryview, int, int, bool]]] = []
+    joining: dict[int, int] = {}  # writer number -> its logical entry, while it continues
     for g in groups:
         binfo = m.batches[g.b]
         batch = parse_batch(storage, m, g.b)
         source = memoryview(decoder.read_exact(binfo["bin"], 0, binfo["bin_size"]).tobytes())
-        old_index = _read_index(decoder, m, g.b, 0) if indexed else None
         for pos, number, part, cont in g.entries:
-            entry = copy.deepcopy(batch.entries[pos])
-            entry["index"], entry["episode"] = first + len(entries), renumber[number]
-            entry["continues"] = cont  # (cleared where the next part is gone: end stays null)
-            cols: list[dict[str, Any]] = []
-            if old_index is not None:
-                _leaf_refs(m.obs_layout.root, entry["observations"], cols)
-                _leaf_refs(m.act_layout.root, entry["actions"], cols)
-                cols += [entry[k] for k in _STEP_KEYS]
-            sources.append((entry, source, cols, [pos]))
-            entries.append(entry)
-            steps += entry["steps"]
-            episodes += part == 0
-            table.append((renumber[number], part, entry["steps"],
-                          int(cont) | (2 * (entry.get("no_reset") is True))))
+            item = (batch.entries[pos], source, number, part, cont)
+            k = joining.pop(number, None)
+            if k is not None and logical[k][-1][3] == part - 1:
+                logical[k].append(item)
+            else:
+                k = len(logical)
+                logical.append([item])
+            if cont:
+                joining[number] = k
+    segments: Segments = {}
+    entries: list[dict[str, Any]] = []
+    columns_of: list[list[dict[str, Any]]] = []
+    table: list[tuple[int, int, int, int]] = []
+    steps = episodes = 0
+    for parts in logical:
+        head, _, number, part, _ = parts[0]
+        cont = parts[-1][4]
+        if len(parts) == 1:
+            entry = copy.deepcopy(head)
+            segments_of(entry, parts[0][1], segments)
+        else:
+            entry = join_parts([(p[0], p[1]) for p in parts], m.obs_layout, m.act_layout,
+                               segments)
+        part = 0 if part == 0 else next_part.pop(number)
+        if cont:
+            next_part[number] = part + 1
+        entry["index"], entry["episode"] = first + len(entries), renumber[number]
+        entry["part"] = part
+        entry["continues"] = cont  # (cleared where the next part is gone: end stays null)
+        cols: list[dict[str, Any]] = []
+        if indexed:
+            _leaf_refs(m.obs_layout.root, entry["observations"], cols)
+            _leaf_refs(m.act_layout.root, entry["actions"], cols)
+            cols += [entry[k] for k in _STEP_KEYS]
+        columns_of.append(cols)
+        entries.append(entry)
+        steps += entry["steps"]
+        episodes += part == 0
+        table.append((renumber[number], part, entry["steps"],
+                      int(cont) | (2 * (entry.get("no_reset") is True))))
     index: dict[str, Any] | None = None
     if indexed:
         key = groups[0].index_key
@@ -201,19 +238,19 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
         for c, (dtype, unit) in enumerate(key):
             start = _align(len(out.data))
             at = start
-            for _, source, cols, _ in sources:
+            for cols in columns_of:
                 ref = cols[c]
-                out.put(ref, source, at)
+                out.put(ref, segments[id(ref)], at)
                 at += _align(ref["size"], unit)
             columns.append([dtype, start, unit])
         index = {"columns": columns}
-    mapped = {id(ref) for _, _, cols, _ in sources for ref in cols}
-    for entry, source, _, _ in sources:
+    mapped = {id(ref) for cols in columns_of for ref in cols}
+    for entry in entries:
         refs: list[dict[str, Any]] = []
         _all_refs(entry, refs)
         for ref in refs:
             if id(ref) not in mapped:
-                out.put(ref, source)
+                out.put(ref, segments[id(ref)])
     if index is not None:
         raw = np.asarray(table, dtype="<i8").reshape(len(table), INDEX_TABLE_WIDTH).tobytes()
         index["table"] = _align(len(out.data))
