@@ -436,7 +436,9 @@ A generation is written complete to a temporary file, fsynced, and linked to its
 commit: atomic, and it fails if another edit took that generation first); generation 0 (no
 edits) is written before the tripwire. A compaction writes writer Q's batches and manifest
 (``"version": 2``, ``"replaces": P``, ``"created"`` P's, its episodes P's shown ones renumbered
-from 0, batch INDEXes kept) before the generation that replaces P, and removes P's files only
+from 0, consecutive parts of an episode possibly joined into one entry, batch INDEXes kept;
+its batches' HEADERs carry ``"replaces"`` too, so that a manifest ``repair`` rebuilds from them
+stays hidden as well) before the generation that replaces P, and removes P's files only
 after that generation (and a grace period: readers that listed P may still read it).
 
 Commit protocol and durability
