@@ -463,8 +463,9 @@ class RecordingReader:
         if m.legacy:
             ep = self[index]
             return EpisodeSummary(index, ep.length, ep.total_reward, ep.end, ep.seed, ep.sub_env,
-                                  ep.writer, ep.env_id)
-        return summarize(self._decoder, m, number, index, self._parts(m, number))
+                                  ep.writer, ep.env_id, number)
+        return summarize(self._decoder, m, number, index,
+                         self._parts(m, number))._replace(number=number)
 
     def summaries(self) -> Iterator[EpisodeSummary]:
         """Yields :meth:`summary` for every episode, in order."""
