@@ -289,3 +289,34 @@ def test_gym_recording_writers_delete_but_do_not_merge(tmp_path: Path) -> None:
         merge([d], tmp_path / "dest")
     assert not (tmp_path / "dest").exists()
     assert compact(d, grace=0).replaced == [] and len(episodes(d)) == 1
+
+
+def test_viewer_server_lists_shown_writers_and_the_deleted_ranges(tmp_path):
+    """The page reads raw files: the server lists the writers it shows and what is deleted."""
+    import threading
+
+    from conftest import record_cartpole
+    from gym_recorder.edit.compact import compact
+    from gym_recorder.integrations.view import make_server
+    from test_view_server import request
+    import json
+
+    d = tmp_path / "rec"
+    first = record_cartpole(d, episodes=4)
+    second = record_cartpole(d, episodes=3, seed=1)
+    edit.delete(d, [0, 5])
+    compact(d, grace=60)  # both replaced; the old files still there for the grace period
+    srv = make_server(d, port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _, _, body = request(srv, "/api/manifests")
+        names = json.loads(body)
+        assert sorted(names) == sorted(f"{p}.c000002.manifest.json" for p in (first, second))
+        edit.delete(d, [0])
+        _, _, body = request(srv, "/api/edits")
+        assert json.loads(body) == {f"{first}.c000002": [[0, 1]]}
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(10)

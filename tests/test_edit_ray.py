@@ -21,3 +21,4 @@ def test_ray_datasets_leave_deleted_episodes_out(tmp_path):
         steps = assert_steps_equal(gr_ray.read_recording(d), reader)
         assert steps == sum(len(ep) for ep in reader)
         assert_episodes_equal(gr_ray.read_recording(d, granularity="episode"), reader)
+

@@ -10,8 +10,11 @@ build recordings of hard links (``copies``), ``compact`` rewrites batches withou
 episodes' bytes and swaps them in with one commit.
 """
 
+from .compact import RETIRE_GRACE_SECONDS, CompactResult, compact, reclaimable
+from .copies import MergeResult, merge, split
 from .episodes import DeletedEpisode, EditResult, delete, deleted_episodes, keep, restore
 from .log import KEEP_GENERATIONS, current_state
 
-__all__ = ["delete", "keep", "restore", "deleted_episodes", "EditResult", "DeletedEpisode",
-           "current_state", "KEEP_GENERATIONS"]
+__all__ = ["delete", "keep", "restore", "deleted_episodes", "merge", "split", "compact",
+           "reclaimable", "EditResult", "DeletedEpisode", "MergeResult", "CompactResult",
+           "current_state", "KEEP_GENERATIONS", "RETIRE_GRACE_SECONDS"]
