@@ -14,12 +14,15 @@ one way, recording and reading meet only in the format.
 - ``read/``: files into checked arrays and episodes (storage -> manifest -> decode -> assemble ->
   reader).
 - ``integrity/``: ``verify`` and ``repair``.
+- ``edit/``: edits in place as metadata commits: delete, keep, restore (``episodes``,
+  ``select``, ``log``), merge and split (``copies``), compact (``compact``, ``rewrite``);
+  ``health`` is what verify and repair do about the edit record.
 - ``training/``: selections, transitions, sampling, datasets.
 - ``replay/``: drive an env with a policy, replay a recording, compare exactly.
 - ``play/``: a person plays an env with the keyboard; the episodes kept are recorded (pygame).
 - ``integrations/``: export, Parquet, Minari, cloud, Ray, the browser viewer.
 - ``cli/``: the ``gym-recorder`` command line (parser and ``main``; ``record``, ``inspect``,
-  ``play``, ``output``).
+  ``play``, ``edit``, ``output``).
 """
 
 from ._version import __version__

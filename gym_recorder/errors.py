@@ -32,6 +32,8 @@ __all__ = [
     "ReplayError",
     "SpecError",
     "MixedEnvsWarning",
+    "EditError",
+    "EditConflictError",
 ]
 
 
@@ -156,3 +158,12 @@ class SpecError(RecorderError):
 
 class MixedEnvsWarning(RecorderWarning):
     """A writer records an env other than the ones already recorded in its directory."""
+class EditError(RecorderError, ValueError):
+    """An edit (delete, restore, merge, split, compact) cannot be done as asked: a selection of
+    episodes that does not parse, a collision of writers, an output that exists; nothing was
+    changed."""
+
+
+class EditConflictError(EditError):
+    """Another edit committed while this one was being prepared; nothing was changed: run it
+    again."""

@@ -27,7 +27,7 @@ from conftest import MissionLike
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("record", "info", "replay", "plot", "video", "export", "verify", "repair",
-            "play")
+            "play", "edit", "merge", "split", "compact")
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:

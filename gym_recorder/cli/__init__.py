@@ -1,7 +1,8 @@
 """The ``gym-recorder`` command line: argument handling over the library, nothing more.
 
 Commands: ``record``, ``play``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
-``repair``, ``view``, ``push``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each
+``repair``, ``view``, ``push``, ``import-minari``, ``edit``, ``merge``, ``split``, ``compact``;
+``gym-recorder COMMAND --help`` shows each
 one's options and examples. Exit status 0 means success, 1 an error (one line on stderr, no
 traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded
 is kept).
@@ -28,6 +29,7 @@ from .inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_pus
                           cmd_verify, cmd_view)
 from .output import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
 from .play import add_play_parser
+from .edit import add_edit_parsers
 from .record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
 from ..errors import CommandError, RecorderError
 from ..integrations.export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
@@ -190,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_non_negative_int, default=DEFAULT_TABLE_LIMIT, metavar="N",
                    help=f"show at most N episodes in the table, the first and the last ones "
                         f"(default {DEFAULT_TABLE_LIMIT}; 0 shows all)")
+    p.add_argument("--deleted", action="store_true",
+                   help="list the episodes edits deleted, with the indices `edit DIR restore` "
+                        "takes")
 
     p = add("replay", cmd_replay, "re-run the env with the recorded seeds and actions",
             "A determinism check: make the recorded env again, reset it with each episode's "
@@ -311,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a JSON object of options for the fsspec filesystem")
     add_training_parsers(add)
     add_play_parser(add, _examples, _add_env_options)
+    add_edit_parsers(add, _examples)
     return parser
 
 

@@ -40,6 +40,10 @@ def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
 def cmd_info(args: argparse.Namespace) -> int:
     from ..integrations.export import summarize
 
+    if getattr(args, "deleted", False):
+        from .edit import print_deleted
+
+        return print_deleted(args)
     s = summarize(args.directory)
     if not s["writers"]:
         raise CommandError(f"no recording in {args.directory}")
@@ -61,6 +65,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
         f"writers            {len(s['writers'])}",
     ]
+    if s.get("deleted") or s.get("reclaimable"):
+        lines.insert(-2, f"deleted            {s['deleted']:,} episodes (info --deleted lists "
+                         f"them); compact would free about {s['reclaimable'] / MB:.2f} MB")
     if len(s.get("envs", ())) > 1:
         lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
     for k, w in enumerate(s["writers"]):

@@ -1,4 +1,4 @@
-"""The gym_recorder on-disk format, version 1: the specification, and its rules in code.
+"""The gym_recorder on-disk format, version 2: the specification, and its rules in code.
 
 This docstring is the specification; the code below holds its rules, once: the constants, file
 names and prefixes, dtype strings, validating an array reference (:func:`parse_ref`), the format
@@ -61,6 +61,7 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
 
     "format": "gym_recorder"            MUST be present
     "version": 1                          the format version; readers MUST refuse larger versions
+                                          (writers write 1; a compaction's manifests 2)
     "prefix": "P"                         MUST equal the P of the file's name; readers MUST refuse
                                           another
     "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
@@ -392,6 +393,59 @@ characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
 A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_SPACE_ELEMENTS`
 (2**32) elements in all; a reader MAY refuse a larger one.
 
+Edits (format version 2)
+========================
+A recording MAY carry an *edit record*: the episodes its user deleted (hidden from every
+reader, their bytes still in the batches), and the writers a compaction rewrote. Edits never
+change a batch file, nor a writer's manifest (its writer may still be recording). Its files::
+
+    _edits.manifest.json      the tripwire: {"format": "gym_recorder", "version": 2,
+                              "prefix": "_edits", "batches": [], ...}; written before the
+                              first edit, never changed
+    _edits.NNNNNNNNN.json     generation N of the edit log (9 to 18 digits), immutable
+
+The prefix ``_edits`` is reserved: no writer takes it. The tripwire is named like a manifest so
+that a reader of version 1, which reads every ``*.manifest.json`` and refuses a version it does
+not know, refuses the recording by that file's name rather than show deleted episodes. A
+reader of version 2 does not take it for a writer; it MUST check it and MUST refuse a
+recording that has it but no edit log (the log was lost: deleted episodes would show again;
+``repair`` says so and removes the tripwire).
+
+The edit state is the generation with the largest N (readers MUST ignore the others; the
+newest :data:`gym_recorder.edit.KEEP_GENERATIONS` are kept, an undo history)::
+
+    "format": "gym_recorder", "version": 2, "prefix": "_edits"
+    "generation": N                       MUST equal the N of the file's name
+    "time": "...Z", "action": "..."       when, and what the edit did (for people)
+    "deleted": {P: [[start, stop], ...]}  per writer prefix, half-open ranges of the writer's
+                                          episode numbers (see "Episodes of a recording"),
+                                          ascending, non-empty, disjoint and not touching
+                                          (start > the previous stop); numbers < 2**63
+    "replaced": {P: Q}                    writer P was rewritten by a compaction as writer Q:
+                                          readers ignore P's manifest; Q is not itself a key
+    "pending": {P: "..."}                 writers a merge is bringing in: ignored until a
+                                          later generation leaves them out of "pending"
+    "replaced_at": {P: "...Z"}            optional: when P was replaced (its files are removed
+                                          a grace period later); readers MAY ignore it
+
+Readers MUST refuse a generation that breaks these rules, naming the file. A reader applies the
+state where it lists the episodes: it leaves out the writers ``replaced`` or ``pending`` name,
+and a writer's manifest whose ``"replaces": P`` is not matched by ``"replaced": {P: its
+prefix}`` (a compaction killed before it committed); each writer's episodes whose numbers
+``deleted`` names are not shown, and the episodes shown are numbered as in a recording
+without them (an episode's index after an edit is its position among those shown; its writer
+and number stay its stable id, until a compaction rewrites the writer). Ranges MAY name
+numbers the writer has not (yet) recorded; readers ignore those.
+
+A generation is written complete to a temporary file, fsynced, and linked to its name (the
+commit: atomic, and it fails if another edit took that generation first); generation 0 (no
+edits) is written before the tripwire. A compaction writes writer Q's batches and manifest
+(``"version": 2``, ``"replaces": P``, ``"created"`` P's, its episodes P's shown ones renumbered
+from 0, consecutive parts of an episode possibly joined into one entry, batch INDEXes kept;
+its batches' HEADERs carry ``"replaces"`` too, so that a manifest ``repair`` rebuilds from them
+stays hidden as well) before the generation that replaces P, and removes P's files only
+after that generation (and a grace period: readers that listed P may still read it).
+
 Commit protocol and durability
 ==============================
 A writer writes the .bin, then the .json of a batch, each to a temporary file in the directory
@@ -440,6 +494,12 @@ knows of (which the text above allows) refuses such batches. Later writers also 
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
 
+2 (gym_recorder 0.2): the edit record (see "Edits"): ``_edits.manifest.json`` and the edit
+log. Writers still write ``"version": 1`` manifests and batches (:data:`MANIFEST_VERSION`),
+which readers of version 1 read while a recording has no edits; a compaction's manifests are
+of version 2 (key ``"replaces"``). Readers of version 1 refuse a recording with edits by the
+tripwire's version.
+
 Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no sizes, checksums or
 ``bin``; ``fn`` MUST be ``P.ep...json`` of the manifest's own prefix P), and a batch
 ``{"episodes": [{"observations", "actions", "rewards"}]}``, one entry an episode (no parts). Each
@@ -468,6 +528,7 @@ from ..errors import FormatError
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "MANIFEST_VERSION",
     "ALIGNMENT",
     "MAX_JSON_BYTES",
     "MIN_ENTRY_BYTES",
@@ -504,7 +565,10 @@ __all__ = [
 ]
 
 FORMAT_NAME = "gym_recorder"
-FORMAT_VERSION = 1
+# The newest format version this reader reads (2: the edit record, see "Edits"); writers write
+# MANIFEST_VERSION into manifests and batches, which readers of version 1 read.
+FORMAT_VERSION = 2
+MANIFEST_VERSION = 1
 # Every array starts at a multiple of this many bytes: enough for any numpy scalar type up to
 # float64/int64, so arrays can be viewed in place. (npy uses 64 for SIMD; 8 is what the card asks.)
 ALIGNMENT = 8
@@ -567,6 +631,8 @@ def check_prefix(prefix: object) -> str:
         raise ValueError(
             f"file_prefix must match [A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}}, got {prefix!r}"
         )
+    if prefix == "_edits":
+        raise ValueError("file_prefix '_edits' is reserved for the edit record")
     return prefix
 
 

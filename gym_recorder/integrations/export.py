@@ -120,7 +120,16 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         env_id = reader.env_id
         spaces = [_writer_spaces(w) for w in writers]
         first = next((w["manifest"] for w in writers if not w["legacy"]), None) or {}
+        for r in rows:  # the stable id: the writer's own number of the episode
+            r["number"] = reader.stable_id(r["index"])[1]
+        deleted = sum(w["deleted"] for w in writers)
+    reclaim = 0
+    if deleted or reader.edits.replaced:
+        from ..edit.compact import reclaimable
+
+        reclaim = sum(reclaimable(directory))
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
+                    "deleted": w["deleted"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
                     "vector": w["manifest"].get("vector") if not w["legacy"] else None}
                    for w in writers]
@@ -145,6 +154,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "total_reward_max": float(returns.max()) if returns.size else None,
         "ends": dict(sorted(ends.items())),
         "writers": writer_rows,
+        "deleted": deleted,
+        "reclaimable": reclaim,
         "envs": envs,
         "episode_table": rows,
     }

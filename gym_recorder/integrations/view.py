@@ -36,7 +36,9 @@ import urllib.parse
 import webbrowser
 from typing import Any
 
+from ..errors import RecorderError
 from ..format import MANIFEST_SUFFIX
+from ..format.edits import EDITS_MANIFEST
 
 __all__ = ["ViewServer", "make_server", "run", "VIEWER_DIR"]
 
@@ -179,6 +181,8 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
                 self._send_file(self.server.viewer_files["index.html"], body)
             elif raw == "/api/manifests":
                 self._send_bytes(json.dumps(self._manifests()).encode(), "application/json", body)
+            elif raw == "/api/edits":
+                self._send_bytes(json.dumps(self._edits()).encode(), "application/json", body)
             elif raw.startswith("/viewer/"):
                 (name,) = _clean_segments(raw[len("/viewer/"):]) or [""]
                 path = self.server.viewer_files.get(name)
@@ -210,7 +214,41 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
             for e in it:
                 if e.name.endswith(MANIFEST_SUFFIX) and e.is_file(follow_symlinks=False):
                     names.append(e.name)
-        return sorted(names)
+        hidden = self._hidden_writers(names)
+        return sorted(n for n in names if n not in hidden)
+
+    def _hidden_writers(self, names: list[str]) -> set[str]:
+        """Manifests the edit record hides (its tripwire; writers replaced, pending, or a
+        compaction's output it does not name): the page shows the edited recording."""
+        if EDITS_MANIFEST not in names:
+            return set()
+        from ..edit.health import skip_manifest
+        from ..format.fileio import read_json_file
+
+        state = self._edit_state()
+        hidden = set()
+        for name in names:
+            try:
+                doc = read_json_file(os.path.join(self.server.directory, name), name)[1]
+            except (RecorderError, OSError):
+                doc = None
+            if skip_manifest(name, doc, state):
+                hidden.add(name)
+        return hidden
+
+    def _edit_state(self) -> Any:
+        from ..read.manifest import load_edits
+        from ..read.storage import LocalStorage
+
+        storage = LocalStorage(self.server.directory)
+        try:
+            return load_edits(storage)
+        finally:
+            storage.close()
+
+    def _edits(self) -> dict[str, list[list[int]]]:
+        """The deleted episodes' ranges per writer (see "Edits" in the spec)."""
+        return dict(self._edit_state().deleted)
 
     def _recording_path(self, raw: str) -> str:
         segments = _clean_segments(raw)

@@ -63,6 +63,16 @@ def _load_manifest(directory: str, name: str) -> Any:
     return Manifest(directory, name)
 
 
+def _peek(directory: str, name: str) -> Any:
+    """A manifest's document, or None (its problems are reported when it is loaded)."""
+    from ..format.fileio import read_json_file
+
+    try:
+        return read_json_file(os.path.join(directory, name), name)[1]
+    except (FormatError, OSError):
+        return None
+
+
 def verify(directory: str | os.PathLike[str]) -> list[Problem]:
     """Checks every manifest, batch, array reference and checksum of a recording.
 
@@ -86,10 +96,17 @@ def verify(directory: str | os.PathLike[str]) -> list[Problem]:
                                 message))
         reported.add(name or "")
 
+    from ..edit.health import edit_problems, skip_manifest
+
+    edit_issues, edits = edit_problems(directory)
+    for name, message in edit_issues:
+        report(name, message)
     names = sorted(e.name for e in os.scandir(directory) if e.name.endswith(MANIFEST_SUFFIX))
-    manifests_ok = True
+    manifests_ok = edits is not None
     known: set[str] = set(names)  # files the recording consists of
     for name in names:
+        if skip_manifest(name, _peek(directory, name), edits):
+            continue  # the edit record's tripwire, or a writer the edits hide
         if os.path.islink(os.path.join(directory, name)) or not os.path.isfile(
                 os.path.join(directory, name)):
             report(name, "a manifest must be a regular file")

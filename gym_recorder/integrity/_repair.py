@@ -137,6 +137,13 @@ def _unreadable(directory: str, name: str, cause: OSError) -> RepairError:
                        "repair changed nothing: make the file readable and run it again")
 
 
+def _peek(directory: str, name: str) -> Any:
+    try:
+        return read_json_file(os.path.join(directory, name), name)[1]
+    except (FormatError, OSError):
+        return None
+
+
 def _repair(directory: str, files: list[str]) -> list[str]:
     mover = _Mover(directory)
     actions: list[str] = []
@@ -144,13 +151,22 @@ def _repair(directory: str, files: list[str]) -> list[str]:
     if temps:
         where = mover.move(temps)
         actions.append(f"moved {len(temps)} temporary file(s) to {where}: {', '.join(temps)}")
+    from ..edit.health import hidden_prefixes, repair_edits, skip_manifest
+
+    edit_actions, edits = repair_edits(directory, mover.move)
+    actions += edit_actions
+    files = sorted(e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False))
+    hidden = hidden_prefixes(edits)
     writers: dict[str, dict[int, set[str]]] = {}
     for name in files:
         if name.endswith(MANIFEST_SUFFIX):
+            if skip_manifest(name, _peek(directory, name), edits):
+                hidden.add(name[: -len(MANIFEST_SUFFIX)])
+                continue  # the edits' tripwire, or a writer the edits hide: left as it is
             writers.setdefault(name[: -len(MANIFEST_SUFFIX)], {})
     for name in files:
         match = _BATCH_NAME_RE.fullmatch(name)
-        if match:
+        if match and match["prefix"] not in hidden:
             writers.setdefault(match["prefix"], {}).setdefault(int(match["first"]), set()).add(
                 match["ext"])
     for prefix in sorted(writers):

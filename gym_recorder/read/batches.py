@@ -181,9 +181,10 @@ def list_batches(manifests: list[Manifest], starts: list[int],
                 open_no = m.starts[b] + new - 1
             elif not cont:
                 open_no = None
-            first = base + m.starts[b]
+            shown = [base + k for k in map(m.position, cont + list(
+                range(m.starts[b], m.starts[b] + new))) if k >= 0]  # (not deleted by an edit)
             out.append(BatchInfo(m.prefix, b, binfo["fn"], "" if m.legacy else binfo["bin"],
-                                 tuple([base + n for n in cont] + list(range(first, first + new))),
+                                 tuple(shown),
                                  None if m.legacy else binfo.get("json_crc32")))
     return out
 
@@ -200,7 +201,10 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
     if m.legacy:
         parts = []
         for pos in range(m.batches[b]["len"]):
-            ep = legacy_episode(dec, m, batch, b, pos, base + m.starts[b] + pos)
+            shown = m.position(m.starts[b] + pos)
+            if shown < 0:
+                continue  # deleted by an edit
+            ep = legacy_episode(dec, m, batch, b, pos, base + shown)
             parts.append(EpisodePart(ep.index, 0, 0, ep.observations, ep.actions, ep.rewards,
                                      ep.terminations, ep.truncations, ep.infos, True))
         return parts
@@ -223,9 +227,12 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
             number, expected, first_step = opened.pop(entry["episode"], (-1, -1, 0))
             if expected != part_no:
                 continue  # an episode the reader does not show
+        shown = m.position(number)
+        if shown < 0:
+            continue  # deleted by an edit
         f = fast.get(pos)
         if f is not None:
-            parts.append(EpisodePart(base + number, part_no, first_step,
+            parts.append(EpisodePart(base + shown, part_no, first_step,
                                      tree(obs_layout(m), f.obs), tree(act_layout(m), f.act),
                                      f.rewards, f.terminations, f.truncations,
                                      [{} for _ in range(f.info_rows)],
@@ -233,7 +240,7 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
             continue
         p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data,
                           copy=False)
-        parts.append(EpisodePart(base + number, part_no, first_step, tree(obs_layout(m), p.obs),
+        parts.append(EpisodePart(base + shown, part_no, first_step, tree(obs_layout(m), p.obs),
                                  tree(act_layout(m), p.act), *p.columns(), p.infos, not continues(entry) or last))
     for number, part_no, _ in opened.values():
         raise FormatError(f"{binfo['fn']}: episode {number} part {part_no} missing")

@@ -76,6 +76,9 @@ class EpisodeSummary(NamedTuple):
     sub_env: int | None
     writer: str
     env_id: str | None
+    # The episode's number within its writer: with ``writer``, its stable id (an index
+    # shifts when an edit deletes an earlier episode; this does not, until compaction).
+    number: int | None = None
 
 
 @dataclass(frozen=True)

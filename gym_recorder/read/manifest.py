@@ -3,7 +3,10 @@
 A manifest is the commit point of one writer (see "Manifest" in :mod:`gym_recorder.format`):
 only the batches it lists exist. :func:`load_manifests` reads every manifest of a recording
 through its :class:`~gym_recorder.read.storage.Storage`, checks each against the format's rules and
-orders the writers as the reader shows them.
+orders the writers as the reader shows them. It also applies the recording's edit record (see
+"Edits" in the spec): it leaves out the writers a compaction replaced, and gives each
+:class:`Manifest` the episodes it hides (:meth:`Manifest.hide`); every reader path maps its
+positions to writer numbers through :meth:`Manifest.number` and :meth:`Manifest.position`.
 """
 
 from __future__ import annotations
@@ -12,14 +15,18 @@ import bisect
 import os
 from typing import Any
 
+import numpy as np
+
 from ..errors import FormatError
 from ..format.fileio import loads
 from ..format import (LEGACY_PREFIX, MANIFEST_SUFFIX, MAX_JSON_BYTES, check_batch_entry,
                      check_version, is_legacy)
+from ..format.edits import (EDIT_LOG_RE, EDITS_MANIFEST, EditState, check_tripwire,
+                            numbers_of, parse_state)
 from ..format.spaces import Layout
 from .storage import LocalStorage, Storage
 
-__all__ = ["Manifest", "load_manifests", "read_json"]
+__all__ = ["Manifest", "load_manifests", "load_edits", "read_json"]
 
 
 def read_json(storage: Storage, name: str, expected_size: int | None = None) -> tuple[bytes, Any]:
@@ -107,6 +114,35 @@ class Manifest:
             self.batches.append(b)
             count += new
         self.episodes = count
+        # The episodes the reader shows: all (numbers None), or those not deleted by an edit.
+        self.shown = count
+        self.numbers: np.ndarray | None = None
+        self.deleted = np.zeros(0, dtype=np.int64)
+        replaces = doc.get("replaces")
+        self.replaces = replaces if isinstance(replaces, str) else None
+
+    def hide(self, deleted: np.ndarray) -> None:
+        """Hides the writer's episodes of these numbers (sorted, unique, below ``episodes``)."""
+        self.deleted = deleted
+        if deleted.size:
+            self.numbers = np.setdiff1d(np.arange(self.episodes, dtype=np.int64), deleted,
+                                        assume_unique=True)
+            self.shown = int(self.numbers.size)
+
+    def number(self, position: int) -> int:
+        """The writer's number of the episode shown at ``position`` among its shown ones."""
+        return position if self.numbers is None else int(self.numbers[position])
+
+    def position(self, number: int) -> int:
+        """Where the writer's episode ``number`` is among its shown episodes; -1 if deleted."""
+        if self.numbers is None:
+            return number
+        k = int(np.searchsorted(self.numbers, number))
+        return k if k < self.numbers.size and self.numbers[k] == number else -1
+
+    def shown_numbers(self) -> range | np.ndarray:
+        """The numbers of the episodes the reader shows, in order."""
+        return range(self.episodes) if self.numbers is None else self.numbers
 
     def new_episodes(self, b: int) -> int:
         """How many episodes batch ``b`` starts."""
@@ -133,13 +169,54 @@ class Manifest:
         return b
 
 
-def load_manifests(storage: Storage) -> list[Manifest]:
-    """Reads and checks every manifest of a recording, in the reader's order of writers.
+def load_edits(storage: Storage, names: list[str] | None = None) -> EditState:
+    """The recording's edit state: its newest edit log generation (empty when it has none).
+
+    Raises:
+        FormatError: if the record is malformed, or lost (the tripwire without a log: the
+            deleted episodes would show again; ``repair`` says so and accepts it).
+    """
+    names = storage.list() if names is None else names
+    generations = [(int(match["generation"]), name) for name in names
+                   if (match := EDIT_LOG_RE.fullmatch(name))]
+    if EDITS_MANIFEST in names:
+        _, doc = read_json(storage, EDITS_MANIFEST)
+        check_tripwire(doc, EDITS_MANIFEST)
+        if not generations:
+            raise FormatError(f"{EDITS_MANIFEST}: the recording has edits, but its edit log "
+                              f"(_edits.NNNNNNNNN.json) is missing: episodes it deleted would "
+                              f"show again; `gym-recorder repair` accepts that")
+    if not generations:
+        return EditState()
+    generation, name = max(generations)
+    _, doc = read_json(storage, name)
+    return parse_state(doc, name, generation)
+
+
+def load_manifests(storage: Storage, edits: EditState | None = None) -> list[Manifest]:
+    """Reads and checks every manifest of a recording, in the reader's order of writers, with
+    the edit state applied (the recording's own, unless ``edits`` is given).
 
     Writers are ordered by their manifest's creation time, then prefix; legacy recordings
-    first, by name.
+    first, by name. Writers a compaction replaced or a merge is bringing in are left out,
+    as are a compaction's writers that no committed edit put in; each writer hides the
+    episodes the edit state deletes.
     """
-    names = sorted(name for name in storage.list() if name.endswith(MANIFEST_SUFFIX))
-    manifests = [Manifest(storage, name) for name in names]
+    listed = storage.list()
+    state = load_edits(storage, listed) if edits is None else edits
+    names = sorted(name for name in listed if name.endswith(MANIFEST_SUFFIX)
+                   and name != EDITS_MANIFEST
+                   and not state.hides_writer(name[: -len(MANIFEST_SUFFIX)]))
+    manifests = []
+    for name in names:
+        m = Manifest(storage, name)
+        if m.replaces is not None and state.replaced.get(m.replaces) != m.prefix:
+            continue  # written by a compaction that did not commit
+        m.hide(numbers_of(state.hidden(m.prefix), m.episodes))
+        manifests.append(m)
+    missing = set(state.replaced.values()) - {m.prefix for m in manifests} - set(state.replaced)
+    if missing:
+        raise FormatError(f"_edits.{state.generation:09d}.json: the writers a compaction "
+                          f"wrote are missing: {sorted(missing)}")
     manifests.sort(key=lambda m: (not m.legacy, m.created, m.prefix))
     return manifests

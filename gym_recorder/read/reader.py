@@ -35,7 +35,8 @@ from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from ..errors import EmptySelectionError, FormatError, RecordingClosedError
 from ..format import ENDS, continues
 from .legacy import legacy_episode
-from .manifest import Manifest, load_manifests
+from ..format.edits import EditState
+from .manifest import Manifest, load_edits, load_manifests
 from .rows import EpisodeRows, episode_rows
 from ..format.spaces import build_space
 from .stepindex import FIELDS as STACKED_FIELDS, Stacked, read_stacked
@@ -92,7 +93,7 @@ class RecordingReader:
 
     def __init__(self, location: str | os.PathLike[str] | Storage, *, verify: bool = False,
                  storage_options: dict[str, Any] | None = None,
-                 cache_bytes: int = BATCH_CACHE_BYTES) -> None:
+                 cache_bytes: int = BATCH_CACHE_BYTES, show_deleted: bool = False) -> None:
         if type(cache_bytes) is not int or cache_bytes < 0:
             raise ValueError(f"cache_bytes must be a non-negative integer, not {cache_bytes!r}")
         self._storage: Storage = open_storage(location, storage_options)
@@ -100,6 +101,7 @@ class RecordingReader:
         self._decoder = Decoder(self._storage, verify)
         self._cache = BatchCache(cache_bytes)
         self._closed = False
+        self._show_deleted = show_deleted
         self._manifests: list[Manifest] = []
         self._starts: list[int] = []
         self._count = 0
@@ -117,17 +119,34 @@ class RecordingReader:
         forget = getattr(self._storage, "forget", None)
         if forget is not None:
             forget()  # files replaced since (by repair) are opened anew
-        manifests = load_manifests(self._storage)
+        self._edits = load_edits(self._storage)
+        shown = self._edits
+        if self._show_deleted:
+            shown = EditState(self._edits.generation, {}, self._edits.replaced,
+                              self._edits.pending)
+        manifests = load_manifests(self._storage, shown)
         self._manifests = manifests
         self._starts = []
         count = 0
         for m in manifests:
             self._starts.append(count)
-            count += m.episodes
+            count += m.shown  # (episodes deleted by an edit are not shown)
         self._count = count
         self._by_prefix = {m.prefix: k for k, m in enumerate(manifests)}
         self._open = OpenEpisodes(self._batch)
         self._clear_cache()
+
+    @property
+    def edits(self) -> EditState:
+        """The recording's edit state as of the last :meth:`refresh` (see
+        :mod:`gym_recorder.edit`): the episodes it hides, by writer and number."""
+        return self._edits
+
+    def stable_id(self, index: int) -> tuple[str, int]:
+        """An episode's stable id: its writer's prefix and its number within the writer (an
+        index shifts when an edit deletes or restores an earlier episode; this does not)."""
+        _, m, number = self._locate(index)
+        return m.prefix, number
 
     @property
     def directory(self) -> str:
@@ -141,7 +160,8 @@ class RecordingReader:
 
     @property
     def writers(self) -> list[dict[str, Any]]:
-        """One dict per writer: prefix, env_id, episodes, batches, complete, and its manifest."""
+        """One dict per writer: prefix, env_id, episodes (shown), recorded (its episodes before
+        edits), deleted (hidden by an edit), batches, complete, and its manifest."""
         return [_writer_entry(m) for m in self._manifests]
 
     def _first_described(self) -> Manifest | None:
@@ -181,7 +201,8 @@ class RecordingReader:
         if not 0 <= index < self._count:
             raise IndexError(f"episode {index} out of range ({self._count} episodes)")
         k = bisect.bisect_right(self._starts, index) - 1
-        return index, self._manifests[k], index - self._starts[k]
+        m = self._manifests[k]
+        return index, m, m.number(index - self._starts[k])
 
     @_naming_urls
     def __getitem__(self, index: int) -> Episode:
@@ -239,7 +260,8 @@ class RecordingReader:
             # it starts (lo to hi): its decoded parts are taken as _fast_part would find them.
             batch: Batch | None = None
             lo = hi = 0
-            for number in range(m.episodes):
+            for number in m.shown_numbers():
+                number = int(number)
                 if self._manifests is not manifests or self._closed:
                     # Refreshed (or closed) while iterating: index as before, up to the count
                     # the iteration started with.
@@ -441,8 +463,9 @@ class RecordingReader:
         if m.legacy:
             ep = self[index]
             return EpisodeSummary(index, ep.length, ep.total_reward, ep.end, ep.seed, ep.sub_env,
-                                  ep.writer, ep.env_id)
-        return summarize(self._decoder, m, number, index, self._parts(m, number))
+                                  ep.writer, ep.env_id, number)
+        return summarize(self._decoder, m, number, index,
+                         self._parts(m, number))._replace(number=number)
 
     def summaries(self) -> Iterator[EpisodeSummary]:
         """Yields :meth:`summary` for every episode, in order."""
@@ -451,7 +474,8 @@ class RecordingReader:
 
 
 def _writer_entry(m: Manifest) -> dict[str, Any]:
-    return {"prefix": m.prefix, "env_id": m.env_id, "episodes": m.episodes,
+    return {"prefix": m.prefix, "env_id": m.env_id, "episodes": m.shown,
+            "recorded": m.episodes, "deleted": m.episodes - m.shown,
             "batches": len(m.batches), "complete": m.complete, "legacy": m.legacy,
             "manifest": m.doc}
 

@@ -133,6 +133,8 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
                 isinstance(leaf, ArrayLeaf) for leaf in m.obs_layout.leaves + m.act_layout.leaves):
             return None
         numbers = sel[mine] - starts[k]
+        if m.numbers is not None:  # positions among the shown episodes -> writer numbers
+            numbers = m.numbers[numbers]
         # The batch that starts episode n: the last batch starting episodes whose first is <= n.
         starting = np.flatnonzero(np.asarray([m.new_episodes(b) for b in range(len(m.batches))],
                                              dtype=np.int64))

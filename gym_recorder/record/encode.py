@@ -18,7 +18,7 @@ from ..format import fileio
 from .batch import Batch
 from ..errors import UnsupportedValueError
 from ..format.fileio import dumps
-from ..format import ALIGNMENT, FORMAT_NAME, FORMAT_VERSION
+from ..format import ALIGNMENT, FORMAT_NAME, MANIFEST_VERSION
 from ..format.spaces import DictNode, Layout, TupleNode
 from ..format.values import encode_value
 
@@ -336,7 +336,7 @@ class BatchEncoder:
         index = _batch_index(sink, batch, columns)
         sink.finish()
         doc = b"".join([
-            dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self._prefix,
+            dumps({"format": FORMAT_NAME, "version": MANIFEST_VERSION, "prefix": self._prefix,
                    "first": first})[:-1],
             b',"episodes":[', ",".join(entries).encode("ascii"), b"],",
             b"" if index is None else b'"index":' + dumps(index) + b",", b'"header":',

@@ -48,6 +48,8 @@ typedef struct {
     int64_t *starts;          /* episode number of each batch's first new episode */
     int64_t episodes;
     json_t **docs;            /* parsed batch files, loaded on first use */
+    json_t *deleted;          /* the edit record's deleted ranges (borrowed), or NULL */
+    int64_t shown;            /* episodes shown (not deleted by an edit) */
 } grr_writer;
 
 struct grr_reader {
@@ -58,6 +60,7 @@ struct grr_reader {
     size_t nwriters;
     grr_writer *writers;
     size_t count;
+    json_t *edits;            /* the newest edit log generation, or NULL */
 };
 
 int grr_fail(grr_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -69,6 +72,13 @@ int grr_pread_all(grr_reader *r, int fd, const char *name, uint64_t off, unsigne
 int grr_read_json(grr_reader *r, const char *name, int64_t expected_size, json_t **out,
                   uint32_t *crc);
 int grr_get_int(json_t *obj, const char *key, int64_t *v);
+
+/* grr_edits.c */
+int grr_is_edits_manifest(const char *name);
+int grr_load_edits(grr_reader *r);
+int grr_edits_hide_writer(grr_reader *r, const grr_writer *w);
+void grr_edits_apply(grr_reader *r, grr_writer *w);
+int64_t grr_edits_number(const grr_writer *w, int64_t pos);
 const char *grr_string(json_t *v);
 
 /* grr_layout.c */

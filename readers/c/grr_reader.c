@@ -30,6 +30,7 @@ void grr_close(grr_reader *r) {
     if (!r) return;
     for (size_t i = 0; i < r->nwriters; i++) writer_free(&r->writers[i]);
     free(r->writers);
+    json_decref(r->edits);
     free(r->dir);
     free(r);
 }
@@ -59,8 +60,8 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
             return grr_fail(r, "%s: format is not 'gym_recorder'", name);
         if (!json_is_integer(ver) || json_integer_value(ver) < 1)
             return grr_fail(r, "%s: bad format version", name);
-        if (json_integer_value(ver) > 1)
-            return grr_fail(r, "%s: format version %lld is newer than this reader (1)", name,
+        if (json_integer_value(ver) > 2)
+            return grr_fail(r, "%s: format version %lld is newer than this reader (2)", name,
                             (long long)json_integer_value(ver));
         const char *prefix = grr_string(json_object_get(doc, "prefix"));
         if (!prefix || strlen(prefix) != plen || strncmp(prefix, name, plen))
@@ -181,7 +182,8 @@ grr_reader *grr_open(const char *directory, int verify) {
     int dfd = dirfd(d);
     while ((e = readdir(d))) {
         struct stat st;
-        if (!ends_with(e->d_name, GRR_MANIFEST_SUFFIX)) continue;
+        if (!ends_with(e->d_name, GRR_MANIFEST_SUFFIX) || grr_is_edits_manifest(e->d_name))
+            continue;
         /* A manifest is a regular file; a symlink under a manifest's name is ignored. */
         if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode)) continue;
         if (n == cap) {
@@ -196,11 +198,20 @@ grr_reader *grr_open(const char *directory, int verify) {
     }
     closedir(d);
     if (n) qsort(names, n, sizeof *names, by_name);
+    grr_load_edits(r);
     r->writers = calloc(n ? n : 1, sizeof *r->writers);
     if (!r->writers) grr_fail(r, "%s: out of memory", directory);
     for (size_t i = 0; i < n && !r->failed; i++) {
-        r->nwriters = i + 1;
-        load_manifest(r, names[i], &r->writers[i]);
+        r->nwriters++;
+        grr_writer *w = &r->writers[r->nwriters - 1];
+        load_manifest(r, names[i], w);
+        if (!r->failed && grr_edits_hide_writer(r, w)) {  /* replaced, pending: not shown */
+            writer_free(w);
+            memset(w, 0, sizeof *w);
+            r->nwriters--;
+        } else if (!r->failed) {
+            grr_edits_apply(r, w);
+        }
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -219,7 +230,7 @@ grr_reader *grr_open(const char *directory, int verify) {
         if (grr_check_space(r, json_object_get(w->doc, "action_space"), where, 0) < 0) return r;
         break;
     }
-    for (size_t i = 0; i < r->nwriters; i++) r->count += (size_t)r->writers[i].episodes;
+    for (size_t i = 0; i < r->nwriters; i++) r->count += (size_t)r->writers[i].shown;
     return r;
 }
 
@@ -229,9 +240,10 @@ int grr_episode_read(grr_reader *r, size_t index, grr_episode *out) {
         return grr_fail(r, "%s: episode %zu out of range (%zu episodes)", r->dir, index,
                         r->count);
     size_t k = 0, start = 0;
-    while (index >= start + (size_t)r->writers[k].episodes) start += r->writers[k++].episodes;
+    while (index >= start + (size_t)r->writers[k].shown) start += r->writers[k++].shown;
     out->index = index;
-    return grr_episode_build(r, &r->writers[k], (int64_t)(index - start), out);
+    return grr_episode_build(r, &r->writers[k],
+                             grr_edits_number(&r->writers[k], (int64_t)(index - start)), out);
 }
 
 void grr_episode_free(grr_episode *ep) {

@@ -214,7 +214,7 @@ class Writer {
     this.legacy = !("format" in doc) && !("version" in doc);
     if (this.legacy && !name.startsWith(LEGACY_PREFIX)) throw new ViewerError(`${name}: no format/version and not a gym-recording manifest`);
     if (!this.legacy && doc.format !== "gym_recorder") throw new ViewerError(`${name}: format is ${JSON.stringify(doc.format)}`);
-    if (!this.legacy && doc.version > 1) throw new ViewerError(`${name}: format version ${doc.version} is newer than this viewer`);
+    if (!this.legacy && doc.version > 2) throw new ViewerError(`${name}: format version ${doc.version} is newer than this viewer`);
     this.prefix = name.slice(0, -MANIFEST_SUFFIX.length);
     this.created = (!this.legacy && typeof doc.created === "string") ? doc.created : "";
     this.envId = (!this.legacy && typeof doc.env_id === "string") ? doc.env_id : null;
@@ -252,6 +252,8 @@ export class Recording {
   async load() {
     const names = await fetchJSON("/api/manifests");
     if (!Array.isArray(names)) throw new ViewerError("/api/manifests: not a list");
+    // Episodes edits deleted, per writer: [[start, stop], ...] of its episode numbers.
+    const deleted = await fetchJSON("/api/edits");
     const docs = await inParallel(names, (n) => fetchJSON(fileURL(n)));
     const writers = names.map((n, i) => new Writer(n, docs[i]));
     writers.sort((a, b) => (a.legacy === b.legacy ? 0 : a.legacy ? -1 : 1)
@@ -272,16 +274,25 @@ export class Recording {
     let j = 0;
     for (const w of writers) {
       const open = new Map();
+      const ranges = (deleted && Array.isArray(deleted[w.prefix])) ? deleted[w.prefix] : [];
+      let number = 0;
       for (const b of w.batches) {
         const doc = batchDocs[j++];
         doc.episodes.forEach((entry, pos) => {
           const part = { batch: b, entry, pos };
           if (w.legacy || entry.part === 0 || entry.part === undefined) {
+            const gone = ranges.some((r) => r[0] <= number && number < r[1]);
+            number++;
+            if (gone) {
+              if (!w.legacy) open.set(entry.episode, null);  // its later parts are skipped too
+              return;
+            }
             const ep = { index: episodes.length, writer: w, parts: [part], legacy: w.legacy };
             episodes.push(ep);
             if (!w.legacy) open.set(entry.episode, ep);
           } else {
             const ep = open.get(entry.episode);
+            if (ep === null) return;  // deleted by an edit
             if (ep === undefined) throw new ViewerError(`${b.fn}: part ${entry.part} of episode ${entry.episode} without its start`);
             ep.parts.push(part);
           }
