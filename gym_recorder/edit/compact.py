@@ -21,7 +21,7 @@ from ..errors import EditError, FormatError
 from ..format import MANIFEST_SUFFIX, check_plain_name, manifest_name
 from ..format.edits import EDITS_VERSION, EditState
 from ..format.fileio import atomic_write, dumps, read_json_file
-from ..integrity._checks import _check_batch
+from ..integrity._checks import check_batch
 from ..read.decode import Decoder
 from ..read.manifest import Manifest, load_edits, load_manifests
 from ..read.storage import LocalStorage
@@ -89,7 +89,7 @@ def _rewrite(directory: str, storage: LocalStorage, m: Manifest, generation: int
         first += infos[-1]["len"]
     sync_files(directory, [i[k] for i in infos for k in ("fn", "bin")])
     for info in infos:  # every new batch checked as verify checks one: nothing lost
-        check = _check_batch(directory, q, info["first"], info["fn"], info)
+        check = check_batch(directory, q, info["first"], info["fn"], info)
         if check.problems:
             raise EditError(f"{info['fn']}: the rewritten batch does not check out (a bug; "
                             f"nothing was committed): {check.problems[0][1]}")
