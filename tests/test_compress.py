@@ -21,6 +21,8 @@ from gym_recorder import (CodecUnavailableError, FormatError, RecordingReader,
                           RecordingVectorWrapper, RecordingWrapper, Zstd)
 from gym_recorder.format import codecs
 from gym_recorder.integrity import verify
+from gym_recorder.integrations.export import export_npz
+from gym_recorder.training.datasets import TransitionDataset
 from gym_recorder.training.transitions import transitions
 
 from hostile import batch_names, load_manifest, read_everything, rewrite_batch
@@ -77,6 +79,17 @@ def assert_same(raw_dir, coded_dir):
         for _ in b:
             pass
     assert verify(coded_dir) == []
+    da, db = TransitionDataset(raw_dir), TransitionDataset(coded_dir)
+    assert len(da) == len(db)
+    for k in np.random.default_rng(1).integers(0, len(da), 8).tolist():
+        assert_tree(db[k]["obs"], da[k]["obs"], f"dataset {k}")
+        assert_tree(db[k]["next_obs"], da[k]["next_obs"], f"dataset {k}")
+    export_npz(raw_dir, raw_dir.parent / "raw.npz")
+    export_npz(coded_dir, coded_dir.parent / "zstd.npz")
+    with np.load(raw_dir.parent / "raw.npz") as za, np.load(coded_dir.parent / "zstd.npz") as zb:
+        for key in za.files:
+            if key != "writer" and "writer" not in key:
+                assert np.array_equal(za[key], zb[key]), key
 
 
 def test_ale_frames_read_back_equal(tmp_path):
