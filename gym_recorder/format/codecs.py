@@ -361,18 +361,29 @@ def decode_rows(ref: Any, read: Callable[[int, int], Any], start: int, stop: int
         r0, r1 = max(start, c * cr) - c * cr, min(stop, c * cr + chunk_rows) - c * cr
         dest = dst[(c * cr + r0 - start) * row_bytes:(c * cr + r1 - start) * row_bytes]
         dest = dest.reshape(r1 - r0, row_bytes)
-        if codec.delta == "none" or chunk_rows == 1:
+        if codec.delta == "none" or chunk_rows == 1 or r1 == 1:
             dest[...] = got[r0:r1]
-        elif codec.delta == "xor":
-            if r0 == 0:
-                np.bitwise_xor.accumulate(got[:r1], axis=0, out=dest)
-            else:
-                dest[...] = np.bitwise_xor.accumulate(got[:r1], axis=0)[r0:]
         else:
-            if r0 == 0:
-                np.add.accumulate(got[:r1], axis=0, dtype=np.uint8, out=dest)
-            else:
-                dest[...] = np.add.accumulate(got[:r1], axis=0, dtype=np.uint8)[r0:]
+            _undo_delta(got, r0, r1, dest, np.bitwise_xor if codec.delta == "xor" else np.add)
+
+
+def _undo_delta(got: np.ndarray, r0: int, r1: int, dest: np.ndarray, op: Any) -> None:
+    """Rows r0..r1 of a delta-coded chunk into ``dest``: row j = op(row j - 1, stored j).
+
+    One whole-row operation a row (numpy's ``accumulate`` along the rows is many times
+    slower on rows this wide)."""
+    if r0 == 0:
+        dest[0] = got[0]
+        prev = dest[0]
+    else:
+        prev = got[0].copy()
+        for j in range(1, r0):
+            op(prev, got[j], out=prev)
+        op(prev, got[r0], out=dest[0])
+        prev = dest[0]
+    for j in range(r0 + 1, r1):
+        op(prev, got[j], out=dest[j - r0])
+        prev = dest[j - r0]
 
 
 def _check_table(offs: np.ndarray, c0: int, n: int, table_bytes: int, stored: int,
