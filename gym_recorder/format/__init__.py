@@ -527,7 +527,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from .codecs import CODEC_NAMES, Codec, parse_codec
+from .codecs import CODEC_NAMES, MAX_ZSTD_RATIO, Codec, parse_codec
 
 __all__ = [
     "FORMAT_NAME",
@@ -782,6 +782,8 @@ def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
                           "dimension)")
     if crc is None:
         raise FormatError(f"{where}: a compressed array must have a crc32")
+    if size > stored * MAX_ZSTD_RATIO:  # (no zstd frame decodes to more: before allocating)
+        raise FormatError(f"{where}: {stored} stored bytes cannot decode to {size} bytes")
     return ArrayRef(name, dtype, tuple(shape), offset, size, crc, parsed, stored)
 
 
