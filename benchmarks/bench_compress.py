@@ -69,11 +69,12 @@ def make(case: str) -> gym.Env:
     return gym.make(f"ALE/{case}-v5")
 
 
-def run(case: str, steps: int, directory: str | None, compression: Any) -> float:
+def run(case: str, steps: int, directory: str | None, compression: Any, target: int) -> float:
     """Seconds per step of ``steps`` random steps (recorded into ``directory`` if given)."""
     env = make(case)
     if directory is not None:
-        env = RecordingWrapper(env, directory, compression=compression)
+        env = RecordingWrapper(env, directory, compression=compression,
+                               target_batch_bytes=target)
     env.action_space.seed(0)
     env.reset(seed=0)
     t0 = time.perf_counter()
@@ -154,19 +155,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--cases", nargs="*", default=None)
     parser.add_argument("--no-designs", action="store_true")
+    parser.add_argument("--target", type=int, default=32 << 20,
+                        help="target_batch_bytes of both recordings (raw bytes held in memory; "
+                             "default 32 MiB: fewer batch JSONs per frame)")
     args = parser.parse_args()
     cases = args.cases or [*GAMES, *(f"{g}-stacked" for g in STACKED), "noise"]
     scale = 10_000 / args.steps
     print(f"{args.steps} random steps a case, bytes scaled to 10,000 steps; "
-          f"compression=Zstd() defaults {Zstd()!r}")
+          f"compression=Zstd() defaults {Zstd()!r}; target_batch_bytes {args.target:,}")
     ratios: dict[str, float] = {}
     tmp = tempfile.mkdtemp(prefix="bench_compress.")
     try:
         for case in cases:
             raw_d, z_d = os.path.join(tmp, case + ".raw"), os.path.join(tmp, case + ".zstd")
-            bare = run(case, args.steps, None, None)
-            raw_t = run(case, args.steps, raw_d, None)
-            z_t = run(case, args.steps, z_d, "zstd")
+            bare = run(case, args.steps, None, None, args.target)
+            raw_t = run(case, args.steps, raw_d, None, args.target)
+            z_t = run(case, args.steps, z_d, "zstd", args.target)
             raw_b, z_b = bin_bytes(raw_d), bin_bytes(z_d)
             ratio = raw_b / z_b
             ratios[case] = ratio

@@ -188,8 +188,12 @@ class _Zstd:
         res: bytes = self._std.compress(bytes(data), level=level)
         return res
 
-    def decompress(self, data: Any, expected: int, where: str) -> bytes:
-        """Decodes one frame of exactly ``expected`` bytes; refuses anything else."""
+    def decompress(self, data: Any, expected: int, where: str, want: int | None = None
+                   ) -> bytes:
+        """Decodes one frame of exactly ``expected`` bytes; refuses anything else. With
+        ``want`` < ``expected``, decodes only the frame's first ``want`` bytes (a row near
+        the start of a chunk)."""
+        want = expected if want is None else want
         try:
             if self._zs is not None:
                 declared = self._zs.frame_content_size(data)
@@ -199,24 +203,32 @@ class _Zstd:
                 dec = getattr(self._local, "dec", None)
                 if dec is None:
                     dec = self._local.dec = self._zs.ZstdDecompressor()
-                out: bytes = dec.decompress(data, max_output_size=expected,
-                                            allow_extra_data=False)
+                if want < expected:
+                    with dec.stream_reader(data) as reader:
+                        out: bytes = reader.read(want)
+                        while len(out) < want:
+                            more = reader.read(want - len(out))
+                            if not more:
+                                break
+                            out += more
+                else:
+                    out = dec.decompress(data, max_output_size=expected, allow_extra_data=False)
             else:
                 info = self._std.get_frame_info(data)
                 if info.decompressed_size != expected:
                     raise FormatError(f"{where}: a zstd frame declares "
                                       f"{info.decompressed_size} bytes, expected {expected}")
                 d = self._std.ZstdDecompressor()
-                out = d.decompress(data, max_length=expected)
-                if not d.eof or d.unused_data:
+                out = d.decompress(data, max_length=want)
+                if want == expected and (not d.eof or d.unused_data):
                     raise FormatError(f"{where}: a chunk is not exactly one zstd frame")
         except FormatError:
             raise
         except Exception as e:  # the binding's own error: corrupt data
             raise FormatError(f"{where}: zstd chunk does not decode: {e}") from None
-        if len(out) != expected:
+        if len(out) != want:
             raise FormatError(f"{where}: a zstd chunk decoded to {len(out)} bytes, "
-                              f"expected {expected}")
+                              f"expected {want}")
         return out
 
 
@@ -355,10 +367,13 @@ def decode_rows(ref: Any, read: Callable[[int, int], Any], start: int, stop: int
         if expected > (b - a) * MAX_ZSTD_RATIO:
             raise FormatError(f"{where}: chunk {c} of {b - a} bytes would decode to {expected} "
                               f"bytes, more than zstd can ({MAX_ZSTD_RATIO}x): refused")
-        data = zstd.decompress(blob[a:b], expected, f"{where} chunk {c}")
-        got = np.frombuffer(data, np.uint8).reshape(chunk_rows, row_bytes)
-        # The chunk's rows that were asked for, written to their place in out.
+        # The chunk's rows that were asked for (r0..r1), written to their place in out; only
+        # its first r1 rows are decoded.
         r0, r1 = max(start, c * cr) - c * cr, min(stop, c * cr + chunk_rows) - c * cr
+        data = zstd.decompress(blob[a:b], expected, f"{where} chunk {c}",
+                               None if crc32 is not None else r1 * row_bytes)
+        got = np.frombuffer(data, np.uint8).reshape(-1, row_bytes) if row_bytes else \
+            np.zeros((chunk_rows, 0), np.uint8)
         dest = dst[(c * cr + r0 - start) * row_bytes:(c * cr + r1 - start) * row_bytes]
         dest = dest.reshape(r1 - r0, row_bytes)
         if codec.delta == "none" or chunk_rows == 1 or r1 == 1:
