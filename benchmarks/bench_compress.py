@@ -122,11 +122,12 @@ def designs(d: str) -> list[str]:
         for rows in (1, 4, 8, 16):
             codec = Zstd(level=3, chunk_rows=rows, delta=delta)
             t0 = time.perf_counter()
-            blob = encode_rows(np.ascontiguousarray(frames), codec)
+            coded = encode_rows(np.ascontiguousarray(frames), codec)
             enc = (time.perf_counter() - t0) / len(frames) * 1e6
-            if blob is None:
+            if coded is None:
                 out.append(f"    delta {delta:4} chunk {rows:2}: stays raw")
                 continue
+            blob = coded[0]
 
             class Ref:
                 pass

@@ -305,8 +305,20 @@ def test_table_out_of_bounds(coded):
 def test_empty_and_zero_row_arrays(tmp_path):
     """Arrays of no rows encode and decode (numcodecs refuses size 0)."""
     block = np.zeros((0, 8, 8), np.uint8)
-    blob = codecs.encode_rows(block, Zstd())
+    blob, _ = codecs.encode_rows(block, Zstd())
     assert blob == struct.pack("<Q", 8)
+
+
+def test_auto_delta_picks_per_entry():
+    """XOR for frames that change little; none for rows that shift (stacked frames)."""
+    rng = np.random.default_rng(0)
+    background = rng.integers(0, 4, (64, 64), np.uint8) * 60
+    still = np.repeat(background[None], 16, axis=0)
+    still[rng.random(still.shape) < 0.05] += 1  # a few pixels change from frame to frame
+    assert codecs.encode_rows(still, Zstd(delta="auto"))[1] == "xor"
+    frames = rng.integers(0, 4, (20, 32, 32), np.uint8) * 60
+    stacked = np.stack([frames[t:t + 4] for t in range(16)])  # each row shifts the stack
+    assert codecs.encode_rows(stacked, Zstd(delta="auto"))[1] == "none"
 
 
 def test_missing_binding_is_one_named_error(coded, monkeypatch):

@@ -45,7 +45,7 @@ MAX_STORED_FRACTION = 0.9
 # Defaults, chosen from benchmarks/bench_compress.py (see docs/compression.md).
 DEFAULT_LEVEL = 3
 DEFAULT_CHUNK_ROWS = 8
-DEFAULT_DELTA = "xor"
+DEFAULT_DELTA = "auto"
 # zstd's levels: negative ones are faster, 22 the slowest.
 MIN_LEVEL, MAX_LEVEL = -131072, 22
 _U64 = np.dtype("<u8")
@@ -60,7 +60,9 @@ class Zstd:
         level: zstd compression level (readers do not need it).
         chunk_rows: rows per compressed chunk (a random row reads one chunk).
         delta: "none", "xor" or "sub": each row of a chunk but its first is stored as its XOR
-            with (or its difference from) the previous row, bytewise.
+            with (or its difference from) the previous row, bytewise; "auto" (writers only):
+            per entry, "xor" or "none", whichever compresses its first chunk better (XOR for
+            raw frames, none for stacked ones, whose rows shift).
 
     Raises:
         ValueError: for an option out of range.
@@ -76,17 +78,17 @@ class Zstd:
         if type(chunk_rows) is not int or not 1 <= chunk_rows <= MAX_CHUNK_ROWS:
             raise ValueError(f"chunk_rows must be an int in [1, {MAX_CHUNK_ROWS}], "
                              f"got {chunk_rows!r}")
-        if delta not in DELTAS:
-            raise ValueError(f"delta must be one of {DELTAS}, got {delta!r}")
+        if delta not in DELTAS and delta != "auto":
+            raise ValueError(f"delta must be one of {DELTAS} or 'auto', got {delta!r}")
         self.name = "zstd"
         self.level = level
         self.chunk_rows = chunk_rows
         self.delta = delta
 
-    def to_json(self) -> dict[str, Any]:
-        """The ARRAY's ``"codec"`` value."""
+    def to_json(self, delta: str | None = None) -> dict[str, Any]:
+        """The ARRAY's ``"codec"`` value (with ``delta``, the one an "auto" writer chose)."""
         return {"name": self.name, "configuration": {
-            "level": self.level, "chunk_rows": self.chunk_rows, "delta": self.delta}}
+            "level": self.level, "chunk_rows": self.chunk_rows, "delta": delta or self.delta}}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Zstd) and self.to_json() == other.to_json()
@@ -135,6 +137,9 @@ def parse_codec(obj: Any, where: str) -> Codec:
                           f"{', '.join(CODEC_NAMES)}); upgrade gym_recorder")
     conf = obj["configuration"]
     level = conf.get("level", DEFAULT_LEVEL)
+    if conf.get("delta") not in DELTAS:
+        raise FormatError(f"{where}: codec {name!r}: delta must be one of {DELTAS}, got "
+                          f"{conf.get('delta')!r}")
     try:
         return Zstd(level if type(level) is int and MIN_LEVEL <= level <= MAX_LEVEL
                      else DEFAULT_LEVEL, conf.get("chunk_rows"), conf.get("delta"))
@@ -269,10 +274,11 @@ def _delta_encode(rows: np.ndarray, delta: str) -> np.ndarray:
     return out
 
 
-def encode_rows(block: np.ndarray, codec: Codec) -> bytes | None:
+def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, str] | None:
     """The stored bytes of a C-contiguous array of rows (``block.shape[0]`` rows): the chunk
-    offsets table, then one zstd frame per chunk; None when they would keep more than
-    :data:`MAX_STORED_FRACTION` of the raw bytes (the caller stores the rows raw)."""
+    offsets table, then one zstd frame per chunk, and the delta coding used; None when they
+    would keep more than :data:`MAX_STORED_FRACTION` of the raw bytes (the caller stores the
+    rows raw)."""
     n = block.shape[0]
     raw = block.reshape(n, -1).view(np.uint8) if n else block.reshape(0, 0).view(np.uint8)
     row_bytes = raw.shape[1] if n else 0
@@ -280,8 +286,19 @@ def encode_rows(block: np.ndarray, codec: Codec) -> bytes | None:
         return None
     zstd = _zstd()
     chunks = []
-    for lo in range(0, n, codec.chunk_rows):
-        rows = _delta_encode(raw[lo:lo + codec.chunk_rows], codec.delta)
+    delta = codec.delta
+    start = 0
+    if delta == "auto":  # the first chunk both ways: keep the smaller
+        first = raw[:codec.chunk_rows]
+        plain = zstd.compress(np.ascontiguousarray(first).data, codec.level)
+        xored = zstd.compress(_delta_encode(first, "xor").data, codec.level) \
+            if len(first) > 1 else plain
+        delta = "xor" if len(xored) < len(plain) else "none"
+        if n:
+            chunks.append(xored if delta == "xor" else plain)
+            start = codec.chunk_rows
+    for lo in range(start, n, codec.chunk_rows):
+        rows = _delta_encode(raw[lo:lo + codec.chunk_rows], delta)
         chunks.append(zstd.compress(rows.data if rows.flags.c_contiguous
                                     else np.ascontiguousarray(rows).data, codec.level))
     table = np.empty(len(chunks) + 1, _U64)
@@ -291,7 +308,7 @@ def encode_rows(block: np.ndarray, codec: Codec) -> bytes | None:
     stored = int(table[-1])
     if n and stored > MAX_STORED_FRACTION * n * row_bytes:
         return None
-    return b"".join([table.tobytes(), *chunks])
+    return b"".join([table.tobytes(), *chunks]), delta
 
 
 # -- decoding: the one read path of a compressed array --------------------------------------

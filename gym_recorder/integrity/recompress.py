@@ -103,7 +103,9 @@ def _rewrite_writer(directory: str, name: str, man: dict[str, Any], codec: Codec
     prefix, batches = man.get("prefix"), man.get("batches")
     if not isinstance(prefix, str) or not isinstance(batches, list) or not batches:
         return None
-    wants = (lambda b: any(b.get("codecs", []))) if codec is None else (lambda b: True)
+    def wants(b: dict[str, Any]) -> bool:
+        return codec is not None or bool(b.get("codecs"))
+
     if not any(wants(b) for b in batches):
         return None
     obs_layout, act_layout = Layout(man["observation_space"]), Layout(man["action_space"])
@@ -219,10 +221,11 @@ def _write_bin(directory: str, bin_name: str, new_bin: str, doc: dict[str, Any],
                 for obj in refs:
                     where = f"{bin_name} entry {pos}"
                     arr = _read(fd, bin_name, file_size, obj, where)
-                    blob = None
+                    coded_rows = None
                     if codec is not None and id(obj) in leaves and arr.ndim >= 1 and \
                             _worth(obj):
-                        blob = encode_rows(arr, codec)
+                        coded_rows = encode_rows(arr, codec)
+                    blob = None if coded_rows is None else coded_rows[0]
                     data = arr.reshape(-1).view(np.uint8).tobytes() if blob is None else blob
                     pad = -offset % ALIGNMENT
                     out.write(bytes(pad))
@@ -233,7 +236,8 @@ def _write_bin(directory: str, bin_name: str, new_bin: str, doc: dict[str, Any],
                         obj.pop(k, None)
                     if blob is not None:
                         obj["stored"] = len(blob)
-                        obj["codec"] = codec.to_json()  # type: ignore[union-attr]
+                        obj["codec"] = codec.to_json(  # type: ignore[union-attr]
+                            coded_rows[1])  # type: ignore[index]
                         coded.add("zstd")
                     out.write(data)
                     offset += len(data)
@@ -300,8 +304,8 @@ def leaf_bytes(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def _add(totals: dict[str, list[int]], leaf: str, obj: dict[str, Any]) -> None:
-    size = obj.get("size") if type(obj.get("size")) is int else 0
-    stored = obj.get("stored", size) if type(obj.get("stored", size)) is int else size
+    size = obj["size"] if type(obj.get("size")) is int else 0
+    stored = obj["stored"] if type(obj.get("stored")) is int else size
     t = totals.setdefault(leaf, [0, 0])
     t[0] += stored
     t[1] += size

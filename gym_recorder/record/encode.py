@@ -91,11 +91,13 @@ def _coded_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray, 
         index.append(None if any(b is not None for b in blobs) else
                      [col.dtype.str, sink.offset + -sink.offset % ALIGNMENT, ALIGNMENT])
     tail = "".join("," + str(d) for d in col.shape[1:])
-    conf = _text(codec.to_json())
-    for a, b, blob in zip(lo.tolist(), hi.tolist(), blobs):
-        if blob is None:
+    confs: dict[str, str] = {}
+    for a, b, coded in zip(lo.tolist(), hi.tolist(), blobs):
+        if coded is None:
             texts.append(sink.text(col[a:b]))
             continue
+        blob, delta = coded
+        conf = confs.get(delta) or confs.setdefault(delta, _text(codec.to_json(delta)))
         offset, data = sink.put_block(np.frombuffer(blob, np.uint8))
         sink.raw_coded += (b - a) * col.dtype.itemsize * math.prod(col.shape[1:])
         sink.stored_coded += len(blob)
