@@ -119,7 +119,7 @@ def designs(d: str) -> list[str]:
         frames = reader[0].observations[:400]
     out = []
     for delta in ("none", "xor"):
-        for rows in (1, 4, 8, 16):
+        for rows in (1, 4, 8, 16, 32):
             codec = Zstd(level=3, chunk_rows=rows, delta=delta)
             t0 = time.perf_counter()
             coded = encode_rows(np.ascontiguousarray(frames), codec)

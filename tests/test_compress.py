@@ -315,10 +315,10 @@ def test_auto_delta_picks_per_entry():
     background = rng.integers(0, 4, (64, 64), np.uint8) * 60
     still = np.repeat(background[None], 16, axis=0)
     still[rng.random(still.shape) < 0.05] += 1  # a few pixels change from frame to frame
-    assert codecs.encode_rows(still, Zstd(delta="auto"))[1] == "xor"
+    assert codecs.encode_rows(still, Zstd(delta="auto"))[1]["configuration"]["delta"] == "xor"
     frames = rng.integers(0, 4, (20, 32, 32), np.uint8) * 60
     stacked = np.stack([frames[t:t + 4] for t in range(16)])  # each row shifts the stack
-    assert codecs.encode_rows(stacked, Zstd(delta="auto"))[1] == "none"
+    assert codecs.encode_rows(stacked, Zstd(delta="auto"))[1]["configuration"]["delta"] == "none"
 
 
 def test_missing_binding_is_one_named_error(coded, monkeypatch):
@@ -340,3 +340,13 @@ def test_bad_options():
         Zstd(chunk_rows=0)
     with pytest.raises(ValueError, match="compression"):
         RecordingWrapper(gym.make("CartPole-v1"), "/nonexistent/x", compression="lz4")
+
+
+def test_default_rows_per_chunk_follow_the_row_size():
+    """About 800 KB a chunk: 8 raw ALE frames, 28 stacked 4x84x84 rows, at most 64."""
+    assert Zstd().rows_for(210 * 160 * 3) == 8
+    assert Zstd().rows_for(4 * 84 * 84) == 28
+    assert Zstd().rows_for(64) == 64
+    assert Zstd(chunk_rows=3).rows_for(64) == 3
+    block = np.zeros((30, 4, 84, 84), np.uint8)
+    assert codecs.encode_rows(block, Zstd())[1]["configuration"]["chunk_rows"] == 28

@@ -298,9 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", type=int, default=codec_defaults["level"], metavar="L",
                    help=f"zstd level (default {codec_defaults['level']})")
     p.add_argument("--chunk-rows", type=_positive_int, default=codec_defaults["chunk_rows"],
-                   metavar="N", help=f"rows per compressed chunk (default "
-                                     f"{codec_defaults['chunk_rows']})")
-    p.add_argument("--delta", choices=("none", "xor", "sub"), default=codec_defaults["delta"],
+                   metavar="N", help="rows per compressed chunk (default: as many as make "
+                                     "about 800 KB, at most 64)")
+    p.add_argument("--delta", choices=("auto", "none", "xor", "sub"),
+                   default=codec_defaults["delta"],
                    help=f"delta coding of rows within a chunk (default "
                         f"{codec_defaults['delta']})")
     p.add_argument("--grace", type=float, default=2.0, metavar="SECONDS",

@@ -44,7 +44,12 @@ MIN_CODED_ROW_BYTES = 64
 MAX_STORED_FRACTION = 0.9
 # Defaults, chosen from benchmarks/bench_compress.py (see docs/compression.md).
 DEFAULT_LEVEL = 3
-DEFAULT_CHUNK_ROWS = 8
+DEFAULT_CHUNK_ROWS = None  # by the row's size: see DEFAULT_CHUNK_BYTES
+# Rows per chunk when not given: as many as make about this many bytes (8 raw ALE frames of
+# 100,800 bytes, 28 stacked 4x84x84 observations), from 1 to MAX_DEFAULT_CHUNK_ROWS: a random
+# row decodes one chunk in about 100 us, and rows of a chunk share zstd's window.
+DEFAULT_CHUNK_BYTES = 800_000
+MAX_DEFAULT_CHUNK_ROWS = 64
 DEFAULT_DELTA = "auto"
 # zstd's levels: negative ones are faster, 22 the slowest.
 MIN_LEVEL, MAX_LEVEL = -131072, 22
@@ -58,7 +63,8 @@ class Zstd:
 
     Args:
         level: zstd compression level (readers do not need it).
-        chunk_rows: rows per compressed chunk (a random row reads one chunk).
+        chunk_rows: rows per compressed chunk (a random row reads one chunk); None: as many
+            as make about DEFAULT_CHUNK_BYTES (800 KB), at most 64.
         delta: "none", "xor" or "sub": each row of a chunk but its first is stored as its XOR
             with (or its difference from) the previous row, bytewise; "auto" (writers only):
             per entry, "xor" or "none", whichever compresses its first chunk better (XOR for
@@ -70,12 +76,13 @@ class Zstd:
 
     __slots__ = ("name", "level", "chunk_rows", "delta")
 
-    def __init__(self, level: int = DEFAULT_LEVEL, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    def __init__(self, level: int = DEFAULT_LEVEL, chunk_rows: int | None = DEFAULT_CHUNK_ROWS,
                  delta: str = DEFAULT_DELTA) -> None:
         if type(level) is not int or not MIN_LEVEL <= level <= MAX_LEVEL:
             raise ValueError(f"zstd level must be an int in [{MIN_LEVEL}, {MAX_LEVEL}], "
                              f"got {level!r}")
-        if type(chunk_rows) is not int or not 1 <= chunk_rows <= MAX_CHUNK_ROWS:
+        if chunk_rows is not None and (type(chunk_rows) is not int
+                                       or not 1 <= chunk_rows <= MAX_CHUNK_ROWS):
             raise ValueError(f"chunk_rows must be an int in [1, {MAX_CHUNK_ROWS}], "
                              f"got {chunk_rows!r}")
         if delta not in DELTAS and delta != "auto":
@@ -85,10 +92,18 @@ class Zstd:
         self.chunk_rows = chunk_rows
         self.delta = delta
 
-    def to_json(self, delta: str | None = None) -> dict[str, Any]:
-        """The ARRAY's ``"codec"`` value (with ``delta``, the one an "auto" writer chose)."""
+    def to_json(self, delta: str | None = None, chunk_rows: int | None = None
+                ) -> dict[str, Any]:
+        """The ARRAY's ``"codec"`` value (with the delta and rows a writer chose)."""
         return {"name": self.name, "configuration": {
-            "level": self.level, "chunk_rows": self.chunk_rows, "delta": delta or self.delta}}
+            "level": self.level, "chunk_rows": chunk_rows or self.chunk_rows,
+            "delta": delta or self.delta}}
+
+    def rows_for(self, row_bytes: int) -> int:
+        """Rows per chunk for rows of ``row_bytes`` bytes."""
+        if self.chunk_rows is not None:
+            return self.chunk_rows
+        return max(1, min(MAX_DEFAULT_CHUNK_ROWS, round(DEFAULT_CHUNK_BYTES / max(row_bytes, 1))))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Zstd) and self.to_json() == other.to_json()
@@ -274,31 +289,32 @@ def _delta_encode(rows: np.ndarray, delta: str) -> np.ndarray:
     return out
 
 
-def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, str] | None:
+def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]] | None:
     """The stored bytes of a C-contiguous array of rows (``block.shape[0]`` rows): the chunk
-    offsets table, then one zstd frame per chunk, and the delta coding used; None when they
-    would keep more than :data:`MAX_STORED_FRACTION` of the raw bytes (the caller stores the
-    rows raw)."""
+    offsets table, then one zstd frame per chunk, and the ARRAY's ``"codec"`` (the delta and
+    rows per chunk used); None when they would keep more than :data:`MAX_STORED_FRACTION` of
+    the raw bytes (the caller stores the rows raw)."""
     n = block.shape[0]
     raw = block.reshape(n, -1).view(np.uint8) if n else block.reshape(0, 0).view(np.uint8)
     row_bytes = raw.shape[1] if n else 0
-    if n and row_bytes * codec.chunk_rows > MAX_CHUNK_BYTES:
+    cr = codec.rows_for(row_bytes)
+    if n and row_bytes * cr > MAX_CHUNK_BYTES:
         return None
     zstd = _zstd()
     chunks = []
     delta = codec.delta
     start = 0
     if delta == "auto":  # the first chunk both ways: keep the smaller
-        first = raw[:codec.chunk_rows]
+        first = raw[:cr]
         plain = zstd.compress(np.ascontiguousarray(first).data, codec.level)
         xored = zstd.compress(_delta_encode(first, "xor").data, codec.level) \
             if len(first) > 1 else plain
         delta = "xor" if len(xored) < len(plain) else "none"
         if n:
             chunks.append(xored if delta == "xor" else plain)
-            start = codec.chunk_rows
-    for lo in range(start, n, codec.chunk_rows):
-        rows = _delta_encode(raw[lo:lo + codec.chunk_rows], delta)
+            start = cr
+    for lo in range(start, n, cr):
+        rows = _delta_encode(raw[lo:lo + cr], delta)
         chunks.append(zstd.compress(rows.data if rows.flags.c_contiguous
                                     else np.ascontiguousarray(rows).data, codec.level))
     table = np.empty(len(chunks) + 1, _U64)
@@ -308,7 +324,7 @@ def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, str] | None:
     stored = int(table[-1])
     if n and stored > MAX_STORED_FRACTION * n * row_bytes:
         return None
-    return b"".join([table.tobytes(), *chunks]), delta
+    return b"".join([table.tobytes(), *chunks]), codec.to_json(delta, cr)
 
 
 # -- decoding: the one read path of a compressed array --------------------------------------
@@ -336,13 +352,14 @@ def decode_rows(ref: Any, read: Callable[[int, int], Any], start: int, stop: int
     codec: Codec = ref.codec
     rows = ref.shape[0]
     row_bytes = ref.size // rows if rows else 0
-    n = chunk_count(rows, codec.chunk_rows)
+    cr = codec.rows_for(row_bytes)  # (a parsed codec's own chunk_rows)
+    n = chunk_count(rows, cr)
     table_bytes = 8 * (n + 1)
     if table_bytes > ref.stored:
         raise FormatError(f"{where}: {ref.stored} stored bytes cannot hold the chunk table of "
                           f"{n} chunks ({table_bytes} bytes)")
-    if row_bytes * codec.chunk_rows > MAX_CHUNK_BYTES:
-        raise FormatError(f"{where}: chunks of {codec.chunk_rows} rows of {row_bytes} bytes "
+    if row_bytes * cr > MAX_CHUNK_BYTES:
+        raise FormatError(f"{where}: chunks of {cr} rows of {row_bytes} bytes "
                           f"exceed {MAX_CHUNK_BYTES} bytes")
     dst = out.reshape(-1).view(np.uint8)
     if dst.size != (stop - start) * row_bytes:
@@ -351,8 +368,8 @@ def decode_rows(ref: Any, read: Callable[[int, int], Any], start: int, stop: int
         if crc32 is None:
             return
     whole = crc32 is not None or (start == 0 and stop == rows)
-    c0 = start // codec.chunk_rows if stop > start else 0
-    c1 = (stop - 1) // codec.chunk_rows + 1 if stop > start else 0  # chunks c0..c1-1
+    c0 = start // cr if stop > start else 0
+    c1 = (stop - 1) // cr + 1 if stop > start else 0  # chunks c0..c1-1
     if whole:
         blob = np.frombuffer(read(ref.offset, ref.stored), np.uint8)
         if crc32 is not None and crc32(blob) != ref.crc32 and ref.crc32 is not None:
@@ -375,7 +392,6 @@ def decode_rows(ref: Any, read: Callable[[int, int], Any], start: int, stop: int
         blob = np.frombuffer(read(ref.offset + lo_off, hi_off - lo_off), np.uint8)
         base = lo_off
     zstd = _zstd()
-    cr = codec.chunk_rows
     for i in range(c1 - c0):
         c = c0 + i
         a, b = int(offs[i]) - base, int(offs[i + 1]) - base

@@ -236,8 +236,7 @@ def _write_bin(directory: str, bin_name: str, new_bin: str, doc: dict[str, Any],
                         obj.pop(k, None)
                     if blob is not None:
                         obj["stored"] = len(blob)
-                        obj["codec"] = codec.to_json(  # type: ignore[union-attr]
-                            coded_rows[1])  # type: ignore[index]
+                        obj["codec"] = coded_rows[1]  # type: ignore[index]
                         coded.add("zstd")
                     out.write(data)
                     offset += len(data)

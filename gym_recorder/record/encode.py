@@ -96,8 +96,9 @@ def _coded_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray, 
         if coded is None:
             texts.append(sink.text(col[a:b]))
             continue
-        blob, delta = coded
-        conf = confs.get(delta) or confs.setdefault(delta, _text(codec.to_json(delta)))
+        blob, conf_json = coded
+        key = repr(conf_json)
+        conf = confs.get(key) or confs.setdefault(key, _text(conf_json))
         offset, data = sink.put_block(np.frombuffer(blob, np.uint8))
         sink.raw_coded += (b - a) * col.dtype.itemsize * math.prod(col.shape[1:])
         sink.stored_coded += len(blob)
