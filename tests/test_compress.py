@@ -323,7 +323,8 @@ def test_auto_delta_picks_per_entry():
 
 def test_missing_binding_is_one_named_error(coded, monkeypatch):
     """Without a zstd binding, reading a compressed recording says what to install."""
-    monkeypatch.setattr(codecs, "_BINDING", None)
+    from gym_recorder.format import _zstd
+    monkeypatch.setattr(_zstd, "_BINDING", None)
     for name in ("zstandard", "compression.zstd", "backports.zstd", "compression"):
         monkeypatch.setitem(sys.modules, name, None)
     with RecordingReader(coded) as reader:
