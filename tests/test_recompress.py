@@ -229,3 +229,18 @@ def test_kill_9_while_recording_compressed(tmp_path):
                 assert_tree(ep[name], truth[i][name][:n + (name == "observations")],
                             f"{trial} {i} {name}")
         assert verify(d) == []
+
+
+def test_record_compress_cli(tmp_path, capsys):
+    """gym-recorder record --compress stores the frames compressed."""
+    d = tmp_path / "rec"
+    assert main(["record", "sample_envs/Image-v0", "--import", "sample_envs", "-d", str(d),
+                 "--steps", "50", "--seed", "0", "--compress", "--env-kwargs",
+                 '{"height": 24, "width": 24, "episode_length": 20}']) == 0
+    man = load_manifest(d)
+    assert man["version"] == 2 and man["batches"][0]["codecs"] == ["zstd"]
+    doc = json.loads((d / man["batches"][0]["fn"]).read_text())
+    assert doc["episodes"][0]["observations"]["codec"]["name"] == "zstd"
+    with RecordingReader(d) as reader:
+        assert sum(len(ep) for ep in reader) == 50
+    assert verify(d) == []

@@ -210,6 +210,10 @@ def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]]
         rows = _delta_encode(raw[lo:lo + cr], delta)
         chunks.append(zstd.compress(rows.data if rows.flags.c_contiguous
                                     else np.ascontiguousarray(rows).data, codec.level))
+        if lo == 0 and len(chunks[0]) > MAX_STORED_FRACTION * len(rows) * row_bytes:
+            return None  # (noise: the rest is not compressed in vain)
+    if n and start and len(chunks[0]) > MAX_STORED_FRACTION * min(n, cr) * row_bytes:
+        return None
     table = np.empty(len(chunks) + 1, _U64)
     table[0] = 8 * (len(chunks) + 1)
     if chunks:
