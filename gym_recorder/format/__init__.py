@@ -315,7 +315,8 @@ and these change or are added::
                         without decompressing); MUST be present
 
 A reader MUST refuse a codec ``name`` it does not know, naming it (never read the bytes as
-raw), and a batch with such an ARRAY in a version 1 manifest. ``level`` is the writer's zstd
+raw), and MAY refuse a compressed ARRAY in a version 1 manifest (gym_recorder's reads it). The
+batch JSON of a batch with a compressed ARRAY says ``"version": 2``, that of one without says 1. ``level`` is the writer's zstd
 level (readers ignore it); ``chunk_rows`` C is an int in [1, :data:`codecs.MAX_CHUNK_ROWS`]
 (65536); ``delta`` D is ``"none"``, ``"xor"`` or ``"sub"``. ``npyoff`` is a multiple of
 :data:`ALIGNMENT`, and ``npyoff + stored`` MUST NOT exceed the file (readers check it as they
@@ -485,9 +486,11 @@ Example readers
 ===============
 Besides :mod:`gym_recorder.read.reader`, two readers were written from this specification alone and
 serve as examples for other languages: the C library and command-line tool in ``readers/c/``
-(``grread list DIR``, ``grread dump DIR [INDEX [FIELD]] [--values]``; JSON through jansson), run by
-the test suite over its recordings and hostile files (``tests/test_c_reader.py``), and the
-JavaScript decoder of the browser viewer, ``gym_recorder/integrations/viewer/decode.js``.
+(``grread list DIR``, ``grread dump DIR [INDEX [FIELD]] [--values]``; JSON through jansson,
+compressed arrays through libzstd), run by the test suite over its recordings and hostile files
+(``tests/test_c_reader.py``), and the JavaScript decoder of the browser viewer,
+``gym_recorder/integrations/viewer/decode.js`` (compressed arrays through the vendored fzstd).
+Both read version 2.
 
 Version history
 ===============
