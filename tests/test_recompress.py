@@ -168,11 +168,11 @@ def test_kill_9_during_compress(tmp_path, cmd):
         subprocess.run(["cp", "-r", str(source), str(d)], check=True)
         child = subprocess.Popen([sys.executable, "-c", _CHILD.format(
             root=str(ROOT), cmd=cmd, d=str(d))], env=env, stdout=subprocess.DEVNULL)
-        time.sleep(float(rng.uniform(0.2, 1.2)))
+        time.sleep(float(rng.uniform(0.5, 1.5)))  # (~0.7 s of imports, then ~0.7 s of work)
         child.send_signal(signal.SIGKILL)
         child.wait()
         _assert_equal(_episodes(d), want)
-        assert [p for p in verify(d) if "unlisted" not in p.message.lower()] == [], verify(d)
+        assert verify(d) == []  # (files a killed run left unlisted are ignored)
         # and a second run finishes the job
         (compress if cmd == "compress" else decompress)(d, grace=0)
         _assert_equal(_episodes(d), want)
