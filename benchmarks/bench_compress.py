@@ -147,6 +147,25 @@ def designs(d: str) -> list[str]:
     return out
 
 
+_RSS_CHILD = """
+import resource, sys, tempfile
+sys.path[:0] = {paths!r}
+from bench_compress import run
+run({case!r}, {steps}, tempfile.mkdtemp(), {comp!r}, {target})
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss(case: str, steps: int, compression: Any, target: int) -> float:
+    """Peak RSS (MB) of a fresh process recording ``steps`` steps of ``case``."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _RSS_CHILD.format(
+        paths=[REPO, HERE], case=case, steps=steps, comp=compression, target=target)],
+        capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
+
+
 def mark(ok: bool) -> str:
     return "ok" if ok else "MISS"
 
@@ -192,6 +211,12 @@ def main() -> None:
                 print("\n".join(designs(raw_d)))
             shutil.rmtree(raw_d)
             shutil.rmtree(z_d)
+        if "Breakout" in cases:  # the batch target bounds raw bytes held, compressed or not
+            for target in (5_000_000, args.target):
+                raw_rss = peak_rss("Breakout", args.steps, None, target)
+                z_rss = peak_rss("Breakout", args.steps, "zstd", target)
+                print(f"peak RSS, Breakout, target_batch_bytes {target:,}: raw {raw_rss:.0f} MB, "
+                      f"zstd {z_rss:.0f} MB {mark(z_rss <= raw_rss * 1.2 + 20)}")
         games = [ratios[g] for g in GAMES if g in ratios]
         if games:
             med = statistics.median(games)
