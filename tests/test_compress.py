@@ -356,13 +356,15 @@ def test_default_rows_per_chunk_follow_the_row_size():
 def test_index_beside_compressed_batches(tmp_path):
     """A directory with a raw writer (batches with an INDEX, read without their JSON) and a
     compressed one (no INDEX): transitions and column give each episode's rows exactly."""
-    env = gym.make("sample_envs/Image-v0", height=10, width=8, episode_length=15)
-    record_both(tmp_path, tmp_path, env, 100, target_batch_bytes=3000)
+    env = gym.make("sample_envs/Image-v0", height=20, width=16, episode_length=15)
+    record_both(tmp_path, tmp_path, env, 100, target_batch_bytes=12000)
     mans = {m["version"]: m for m in (json.loads(p.read_text())
                                       for p in tmp_path.glob("*.manifest.json"))}
     assert sorted(mans) == [1, 2]
     assert all("index" in b for b in mans[1]["batches"])
-    assert not any("index" in b for b in mans[2]["batches"])
+    # (entries that do not compress are stored raw: their batches keep an index)
+    assert all(("index" in b) != bool(b.get("codecs")) for b in mans[2]["batches"])
+    assert any(b.get("codecs") for b in mans[2]["batches"])
     with RecordingReader(tmp_path) as reader:
         t = transitions(reader)
         obs = [reader[i].observations for i in range(len(reader))]
