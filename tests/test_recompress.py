@@ -244,3 +244,22 @@ def test_record_compress_cli(tmp_path, capsys):
     with RecordingReader(d) as reader:
         assert sum(len(ep) for ep in reader) == 50
     assert verify(d) == []
+
+
+def test_repair_rebuilds_a_compressed_writers_manifest(tmp_path):
+    """A lost manifest of a compressing writer is rebuilt from its batches (codecs listed,
+    version 2), and the recording reads as before."""
+    from gym_recorder.integrity import repair
+
+    d = tmp_path / "rec"
+    _record(d, episodes=3, compression="zstd")
+    want = _episodes(d)
+    man_path = next(d.glob("*.manifest.json"))
+    old = json.loads(man_path.read_text())
+    man_path.unlink()
+    repair(d)
+    man = load_manifest(d)
+    assert man["version"] == 2
+    assert [b.get("codecs") for b in man["batches"]] == [b.get("codecs") for b in old["batches"]]
+    _assert_equal(_episodes(d), want)
+    assert verify(d) == []
