@@ -371,3 +371,21 @@ def test_index_beside_compressed_batches(tmp_path):
         assert_tree(t.observations, np.concatenate(obs), "transitions")
         assert_tree(reader.column("observations"), np.concatenate(obs), "column")
         assert len(reader.writers) == 2
+
+
+def test_bench_compress_runs_and_prints_its_targets():
+    """benchmarks/bench_compress.py in its smallest configuration: every target line is
+    printed with ok or MISS (the figures of so few steps mean nothing)."""
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(repo, "benchmarks", "bench_compress.py"), "--steps", "40",
+         "--cases", "Breakout", "Breakout-stacked", "noise", "--target", "1000000"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": repo})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    for needle in ("Breakout ", "Breakout-stacked", "noise: zstd/raw bytes", "raw ALE frames:",
+                   "stacked frames:", "peak RSS", "random frame", "delta xor  chunk  8"):
+        assert needle in out, (needle, out)
+    assert out.count(" ok") + out.count("MISS") >= 10
