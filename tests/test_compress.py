@@ -389,3 +389,25 @@ def test_bench_compress_runs_and_prints_its_targets():
                    "stacked frames:", "peak RSS", "random frame", "delta xor  chunk  8"):
         assert needle in out, (needle, out)
     assert out.count(" ok") + out.count("MISS") >= 10
+
+
+@pytest.mark.parametrize("writer, reader", [("zstandard", "backports.zstd"),
+                                            ("backports.zstd", "zstandard")])
+def test_bindings_read_each_others_frames(tmp_path, monkeypatch, writer, reader):
+    """Recorded with one binding, read with the other (Python 3.14's compression.zstd is
+    backports.zstd's code); each refuses a frame that lies about its size."""
+    pytest.importorskip("backports.zstd")
+    from gym_recorder.format import _zstd
+
+    monkeypatch.setattr(_zstd, "_BINDING", _zstd._Zstd((writer,)))
+    raw, coded = tmp_path / "raw", tmp_path / "zstd"
+    env = gym.make("sample_envs/Image-v0", height=20, width=16, episode_length=25)
+    record_both(raw, coded, env, 60, compression=Zstd(chunk_rows=4))
+    monkeypatch.setattr(_zstd, "_BINDING", _zstd._Zstd((reader,)))
+    assert _zstd._zstd().kind == reader
+    assert_same(raw, coded)
+    frame = zstandard.ZstdCompressor(level=1).compress(bytes(1000))
+    with pytest.raises(FormatError, match="declares 1000 bytes"):
+        _zstd._zstd().decompress(frame, 999, "test")
+    with pytest.raises(FormatError):
+        _zstd._zstd().decompress(frame + frame, 1000, "test")

@@ -12,15 +12,21 @@ from ..errors import CodecUnavailableError, FormatError, install_hint
 __all__ = ["codec_available"]
 
 
+# The bindings tried, in order (the standard library's first).
+BINDINGS = ("compression.zstd", "backports.zstd", "zstandard")
+
+
 class _Zstd:
     """One zstd binding's compress / decompress, with the checks the format needs."""
 
-    def __init__(self) -> None:
+    def __init__(self, modules: tuple[str, ...] = BINDINGS) -> None:
         self._local = threading.local()
         self.kind = ""
         self._std: Any = None
         self._zs: Any = None
-        for module in ("compression.zstd", "backports.zstd"):
+        for module in modules:
+            if module == "zstandard":
+                continue
             try:
                 self._std = __import__(module, fromlist=["compress"])
                 self.kind = module
@@ -28,6 +34,8 @@ class _Zstd:
             except ImportError:
                 continue
         try:
+            if "zstandard" not in modules:
+                raise ImportError("zstandard")
             import zstandard
         except ImportError:
             raise CodecUnavailableError(
