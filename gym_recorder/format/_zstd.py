@@ -1,6 +1,6 @@
-"""The zstd binding of :mod:`gym_recorder.format.codecs`, imported lazily on first use: the
-standard library's ``compression.zstd`` (Python 3.14), else ``backports.zstd``, else
-``zstandard``; with the checks the format needs (one frame, its declared size, no more)."""
+"""The zstd binding of :mod:`gym_recorder.format.codecs`, imported lazily on first use:
+``zstandard``, else the standard library's ``compression.zstd`` (Python 3.14), else
+``backports.zstd``; with the checks the format needs (one frame, its declared size, no more)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from ..errors import CodecUnavailableError, FormatError, install_hint
 __all__ = ["codec_available"]
 
 
-# The bindings tried, in order (the standard library's first).
-BINDINGS = ("compression.zstd", "backports.zstd", "zstandard")
+# The bindings tried, in order: zstandard (the zstd extra's; its stream reader decodes the first
+# rows of a chunk alone, about twice as fast for a random row), then the standard library's.
+BINDINGS = ("zstandard", "compression.zstd", "backports.zstd")
 
 
 class _Zstd:
@@ -25,25 +26,20 @@ class _Zstd:
         self._std: Any = None
         self._zs: Any = None
         for module in modules:
-            if module == "zstandard":
-                continue
             try:
-                self._std = __import__(module, fromlist=["compress"])
-                self.kind = module
-                return
+                found = __import__(module, fromlist=["compress"])
             except ImportError:
                 continue
-        try:
-            if "zstandard" not in modules:
-                raise ImportError("zstandard")
-            import zstandard
-        except ImportError:
-            raise CodecUnavailableError(
-                "this recording stores zstd-compressed arrays (or compression was asked for), "
-                "which needs a zstd binding: " + install_hint("zstd")
-                + " (the zstandard or backports.zstd package)") from None
-        self._zs = zstandard
-        self.kind = "zstandard"
+            if module == "zstandard":
+                self._zs = found
+            else:
+                self._std = found
+            self.kind = module
+            return
+        raise CodecUnavailableError(
+            "this recording stores zstd-compressed arrays (or compression was asked for), "
+            "which needs a zstd binding: " + install_hint("zstd")
+            + " (the zstandard or backports.zstd package)")
 
     def compress(self, data: Any, level: int) -> bytes:
         if self._zs is not None:
@@ -56,7 +52,7 @@ class _Zstd:
                                                               write_content_size=True)
             out: bytes = comp.compress(data)
             return out
-        res: bytes = self._std.compress(bytes(data), level=level)
+        res: bytes = self._std.compress(data, level=level)
         return res
 
     def decompress(self, data: Any, expected: int, where: str, want: int | None = None

@@ -4,8 +4,9 @@ chunks, and the one function that turns a stored reference back into rows.
 See "Compressed arrays" in :mod:`gym_recorder.format` for the byte layout. Every reader path
 of an array that may be compressed goes through :func:`decode_rows`: it checks the chunk
 offsets table, each chunk's declared and decoded size (before anything is allocated), and
-undoes the delta coding. The zstd binding is imported lazily, on first use: the standard
-library's ``compression.zstd`` (Python 3.14), else ``backports.zstd``, else ``zstandard``.
+undoes the delta coding. The zstd binding (:mod:`gym_recorder.format._zstd`) is imported
+lazily, on first use: ``zstandard``, else the standard library's ``compression.zstd`` (Python
+3.14), else ``backports.zstd``.
 """
 
 from __future__ import annotations
