@@ -272,17 +272,23 @@ def _read(fd: int, bin_name: str, file_size: int, obj: dict[str, Any], where: st
 
 def leaf_bytes(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Stored and raw (decoded) bytes of each observation and action leaf and of the other
-    arrays, over every batch of every writer: ``[{"leaf", "stored", "raw"}, ...]``."""
+    arrays, over every batch of every writer: ``[{"leaf", "stored", "raw"}, ...]``; empty
+    (without reading a batch) when no writer has a compressed batch."""
     directory = os.fspath(directory)
     totals: dict[str, list[int]] = {}
+    manifests = []
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         if not name.endswith(MANIFEST_SUFFIX) or os.path.islink(path):
             continue
         _, man = fileio.read_json_file(path, name)
-        if not isinstance(man, dict) or "format" not in man:
-            continue
-        check_version(man, name)
+        if isinstance(man, dict) and "format" in man:
+            check_version(man, name)
+            manifests.append(man)
+    if not any(isinstance(b, dict) and b.get("codecs") for man in manifests
+               for b in man.get("batches", [])):
+        return []
+    for man in manifests:
         obs_layout, act_layout = Layout(man["observation_space"]), Layout(man["action_space"])
         for b in man.get("batches", []):
             _, doc = fileio.read_json_file(os.path.join(directory, b["fn"]), b["fn"],
