@@ -26,9 +26,10 @@ one way, recording and reading meet only in the format.
 """
 
 from ._version import __version__
-from .errors import (ChecksumError, FormatError, RecorderError, RecordingClosedError,
-                     ResetNeeded, UnsupportedValueError, WriteError)
+from .errors import (ChecksumError, CodecUnavailableError, FormatError, RecorderError,
+                     RecordingClosedError, ResetNeeded, UnsupportedValueError, WriteError)
 from .format import FORMAT_VERSION
+from .format.codecs import Zstd
 from .read.reader import Episode, RecordingReader, scan_recorded_traces
 from .record.wrapper import RecordingWrapper
 from .record.vector import RecordingVectorWrapper
@@ -38,12 +39,14 @@ __all__ = [
     "FORMAT_VERSION",
     "RecordingWrapper",
     "RecordingVectorWrapper",
+    "Zstd",
     "RecordingReader",
     "Episode",
     "scan_recorded_traces",
     "RecorderError",
     "FormatError",
     "ChecksumError",
+    "CodecUnavailableError",
     "UnsupportedValueError",
     "WriteError",
     "RecordingClosedError",

@@ -34,6 +34,7 @@ __all__ = [
     "MixedEnvsWarning",
     "EditError",
     "EditConflictError",
+    "CodecUnavailableError",
 ]
 
 
@@ -47,6 +48,11 @@ class FormatError(RecorderError, ValueError):
 
 class ChecksumError(FormatError):
     """The bytes of an array do not match the checksum recorded beside them."""
+
+
+class CodecUnavailableError(RecorderError, ImportError):
+    """A recording stores compressed arrays (or compression was asked for) and the codec's
+    package is not installed; the message names what to install."""
 
 
 class UnsupportedValueError(RecorderError, TypeError):

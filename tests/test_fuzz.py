@@ -1,7 +1,8 @@
 """Fuzzing the reader: mutated recordings read back or raise FormatError, nothing else.
 
 Hypothesis mutates small real recordings (CartPole-v1, sample_envs/NestedDict-v0,
-sample_envs/ChangingInfo-v0, sample_envs/Text-v0 and a hand-written OpenAI gym-recording one):
+sample_envs/ChangingInfo-v0, sample_envs/Text-v0, zstd-compressed sample_envs/Image-v0 and a
+hand-written OpenAI gym-recording one):
 random byte flips, truncations and insertions in the manifest, the batch JSON and the .bin;
 random JSON values (``st.recursive``) put at random paths; random keys and items deleted. The
 manifest's ``json_size``/``json_crc32`` are recomputed for most JSON mutations so that the
@@ -108,6 +109,18 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out[name] = root / name
     _legacy(root / "legacy")
     out["legacy"] = root / "legacy"
+    # zstd-compressed images (format version 2): mutations of chunk tables and frames too
+    from gym_recorder import Zstd
+
+    env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=12, width=10,
+                                    episode_length=9), root / "zs", file_prefix="zs",
+                           target_batch_bytes=4000, compression=Zstd(chunk_rows=3))
+    env.reset(seed=11)
+    for _ in range(24):
+        if any(env.step(0)[2:4]):
+            env.reset()
+    env.close()
+    out["zs"] = root / "zs"
     for d in out.values():  # the untouched recordings read back
         assert len(_read_all(d, False)) >= 2
     return out
@@ -296,7 +309,7 @@ def _fix_integrity(d: Path, path: Path, data: bytes) -> None:
         pass  # the manifest itself was mutated beyond use: leave it so
 
 
-NAMES = st.sampled_from(["cp", "nd", "ci", "tx", "legacy"])
+NAMES = st.sampled_from(["cp", "nd", "ci", "tx", "legacy", "zs"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -265,3 +265,78 @@ def test_decode_errors_name_the_problem(tmp_path):
     for want, got in zip(list(cases) + ["out of bounds"], results, strict=True):
         assert got.get("error", "").startswith("Error: "), got
         assert want in got["error"], (want, got)
+
+
+class _CompressibleDict(gym.Env):
+    """A Dict observation of leaves worth compressing (64 bytes a row or more), of several
+    dtypes, changing a little each step."""
+
+    observation_space = spaces.Dict({
+        "image": spaces.Box(0, 255, (16, 12, 3), np.uint8),
+        "f32": spaces.Box(-np.inf, np.inf, (40,), np.float32),
+        "i16": spaces.Box(-1000, 1000, (8, 8), np.int16),
+        "u64": spaces.Box(0, 2 ** 63, (12,), np.uint64),
+    })
+    action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        t = self.t
+        image = np.zeros((16, 12, 3), np.uint8)
+        image[t % 16, :, 0] = 255
+        return {"image": image, "f32": np.linspace(0, t, 40, dtype=np.float32),
+                "i16": np.full((8, 8), t - 7, np.int16),
+                "u64": np.arange(12, dtype=np.uint64) * np.uint64(2 ** 40 + t)}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, self.t >= 37, {}
+
+
+@pytest.mark.parametrize("delta", ["none", "xor", "sub"])
+def test_compressed_references(tmp_path, delta):
+    """Compressed arrays (format version 2) decode in node (vendored fzstd) to the bytes the
+    Python reader decodes; an unknown codec and a lying frame size are refused."""
+    pytest.importorskip("zstandard")
+    from gym_recorder import Zstd
+    from gym_recorder.format import parse_ref
+    from gym_recorder.format.codecs import decode_rows
+
+    env = RecordingWrapper(_CompressibleDict(), tmp_path, target_batch_bytes=20_000,
+                           compression=Zstd(chunk_rows=5, delta=delta))
+    env.reset(seed=0)
+    for _ in range(80):
+        if any(env.step(0)[2:4]):
+            env.reset()
+    env.close()
+    jobs, expected = [], []
+    for json_path in sorted(tmp_path.glob("*.ep*.json")):
+        for ref in refs_in(json.loads(json_path.read_text())["episodes"], []):
+            jobs.append({"file": str(tmp_path / ref["npyfile"]), "ref": ref})
+            parsed = parse_ref(ref, "test")
+            data = (tmp_path / ref["npyfile"]).read_bytes()
+            arr = np.empty(parsed.shape, parsed.dtype)
+            if parsed.codec is None:
+                arr.reshape(-1).view(np.uint8)[:] = np.frombuffer(
+                    data[parsed.offset:parsed.offset + parsed.size], np.uint8)
+            else:
+                decode_rows(parsed, lambda o, s: data[o:o + s], 0, parsed.shape[0], arr, "t")
+            expected.append(arr)
+    assert sum("codec" in job["ref"] for job in jobs) >= 8
+    results = run_node(tmp_path, jobs)
+    for job, arr, got in zip(jobs, expected, results, strict=True):
+        assert "error" not in got, (job["ref"], got)
+        assert got["shape"] == list(arr.shape) and got["dtype"] == job["ref"]["dtype"]
+        assert got["data"] == expected_values(arr), job["ref"]["dtype"]
+    coded = next(job for job in jobs if "codec" in job["ref"])
+    bad_name = {**coded, "ref": {**coded["ref"], "codec": {"name": "lz9", "configuration": {}}}}
+    liar = {**coded, "ref": {**coded["ref"], "shape": [coded["ref"]["shape"][0] + 1,
+                                                        *coded["ref"]["shape"][1:]]}}
+    liar["ref"]["size"] = coded["ref"]["size"] // coded["ref"]["shape"][0] * liar["ref"]["shape"][0]
+    errors = [r.get("error", "") for r in run_node(tmp_path, [bad_name, liar])]
+    assert 'unknown codec "lz9"' in errors[0]
+    assert errors[1], "a reference claiming one row more must be refused"

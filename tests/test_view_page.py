@@ -9,6 +9,7 @@ reader's arrays.
 from __future__ import annotations
 
 import io
+import json
 import math
 import tempfile
 import threading
@@ -60,8 +61,9 @@ class Served:
         self.thread.join(10)
 
 
-def record(directory: Path, env_id: str, episodes: int, seed0: int = 0, **kwargs) -> None:
-    env = RecordingWrapper(gym.make(env_id, **kwargs), directory)
+def record(directory: Path, env_id: str, episodes: int, seed0: int = 0, recorder=None,
+           **kwargs) -> None:
+    env = RecordingWrapper(gym.make(env_id, **kwargs), directory, **(recorder or {}))
     for i in range(episodes):
         env.reset(seed=seed0 + i)
         done = False
@@ -222,6 +224,35 @@ def test_image_frames_on_canvas_equal_the_recorded_frames(driver, tmp_path):
         assert img.shape[0] > 500 and img.shape[1] > 800
         assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50  # not blank
         assert img.std() > 10
+    finally:
+        served.close()
+
+
+def test_compressed_frames_on_canvas_equal_the_recorded_frames(driver, tmp_path):
+    """A zstd-compressed recording (format version 2), episodes in parts of chunks of 3
+    rows: the page decodes its frames (vendored fzstd) to the recorded pixels."""
+    need_module("zstandard", 'pip install ".[zstd]"')
+    from gym_recorder import Zstd
+
+    rec = tmp_path / "rec"
+    record(rec, "sample_envs/Image-v0", 2, height=24, width=32, episode_length=12,
+           recorder={"compression": Zstd(chunk_rows=3), "target_batch_bytes": 12_000})
+    (manifest,) = rec.glob("*.manifest.json")
+    batches = json.loads(manifest.read_text())["batches"]
+    assert len(batches) > 2 and sum(b.get("codecs") == ["zstd"] for b in batches) >= 2
+    served = Served(rec)
+    try:
+        open_page(driver, f"{served.url}?episode=1&step=0")
+        check_table(table(driver), rec)
+        with RecordingReader(rec) as reader:
+            frames = reader[1].observations
+        np.testing.assert_array_equal(canvas_pixels(driver)[..., :3], frames[0])
+        body = driver.find_element("tag name", "body")
+        for k in range(1, 13):
+            body.send_keys("\ue014")
+            wait_for(driver, "return document.querySelector('canvas.frame').dataset.step",
+                     lambda v, k=k: v == str(k))
+            np.testing.assert_array_equal(canvas_pixels(driver)[..., :3], frames[k])
     finally:
         served.close()
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._version import __version__
-from .inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
+from .inspect import (cmd_compress, cmd_decompress, cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
                           cmd_verify, cmd_view)
 from .output import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
 from .play import add_play_parser
@@ -36,6 +36,10 @@ from ..integrations.export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SI
 from ..integrations.parquet import DEFAULT_MAX_FILE_BYTES
 from ..integrations.view import DEFAULT_HOST, DEFAULT_PORT
 from ..record.wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
+from ..format.codecs import DEFAULT_CHUNK_ROWS, DEFAULT_DELTA, DEFAULT_LEVEL
+
+codec_defaults: dict[str, Any] = {"level": DEFAULT_LEVEL, "chunk_rows": DEFAULT_CHUNK_ROWS,
+                                  "delta": DEFAULT_DELTA}
 
 __all__ = ["main", "build_parser"]
 
@@ -178,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
                                            f"{DEFAULT_FLUSH_INTERVAL:g})")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
+    p.add_argument("--compress", action="store_true",
+                   help="store big leaves (images) zstd-compressed: lossless, random access "
+                        "(needs the zstd extra; see `gym-recorder compress --help` for options)")
     _add_env_options(p, kwargs=False)
 
     p = add("info", cmd_info, "summarise a recording",
@@ -285,6 +292,34 @@ def build_parser() -> argparse.ArgumentParser:
             "everything else reads; print one line per action taken.",
             _examples("gym-recorder repair rec && gym-recorder verify rec"))
     p.add_argument("directory", help="the recording directory")
+
+    p = add("compress", cmd_compress, "store a recording's big leaves zstd-compressed",
+            "Rewrite a recording's batches with its image-like leaves (64 bytes a row or more) "
+            "zstd-compressed in chunks of rows: lossless, random access, format version 2 "
+            "(needs the zstd extra). Crash-safe and safe beside readers: new batch files, one "
+            "manifest commit per writer, the old files deleted after --grace seconds. Do not "
+            "run it on a writer that is still recording.",
+            _examples("gym-recorder compress rec && gym-recorder info rec"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--level", type=int, default=codec_defaults["level"], metavar="L",
+                   help=f"zstd level (default {codec_defaults['level']})")
+    p.add_argument("--chunk-rows", type=_positive_int, default=codec_defaults["chunk_rows"],
+                   metavar="N", help="rows per compressed chunk (default: as many as make "
+                                     "about 800 KB, at most 64)")
+    p.add_argument("--delta", choices=("auto", "none", "xor", "sub"),
+                   default=codec_defaults["delta"],
+                   help=f"delta coding of rows within a chunk (default "
+                        f"{codec_defaults['delta']})")
+    p.add_argument("--grace", type=float, default=2.0, metavar="SECONDS",
+                   help="keep the old batch files this long after the commit (default 2)")
+    p = add("decompress", cmd_decompress, "store every array of a recording raw again",
+            "Rewrite a recording's compressed batches with every array raw (format version "
+            "1): np.fromfile loads every array at the offset its JSON names. Crash-safe, as "
+            "compress.",
+            _examples("gym-recorder decompress rec"))
+    p.add_argument("directory", help="the recording directory")
+    p.add_argument("--grace", type=float, default=2.0, metavar="SECONDS",
+                   help="keep the old batch files this long after the commit (default 2)")
 
     p = add("view", cmd_view, "look at a recording in the browser",
             "Serve a page that shows the episodes of a recording (table, charts, frames) and "

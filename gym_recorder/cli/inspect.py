@@ -17,7 +17,7 @@ from .output import EXIT_OK, MB, count, number, say
 from ..errors import CommandError
 
 __all__ = ["cmd_info", "cmd_plot", "cmd_export", "cmd_export_training", "cmd_import_minari",
-           "cmd_verify", "cmd_repair", "cmd_view", "cmd_push"]
+           "cmd_verify", "cmd_repair", "cmd_view", "cmd_push", "cmd_compress", "cmd_decompress"]
 
 
 def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
@@ -75,6 +75,14 @@ def cmd_info(args: argparse.Namespace) -> int:
         vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
         lines.append(f"  {k:>3}  {w['prefix']}  {count(w['episodes'], 'episode')}, "
                      f"{count(w['batches'], 'batch', 'batches')}, {state}{vector}")
+    from ..integrity.recompress import leaf_bytes
+
+    leaves = leaf_bytes(args.directory)
+    if any(leaf["stored"] != leaf["raw"] for leaf in leaves):
+        lines.append("bytes per leaf     stored / raw")
+        lines += [f"  {leaf['leaf']:<16} {leaf['stored']:,} / {leaf['raw']:,}"
+                  + (f" ({leaf['raw'] / leaf['stored']:.0f}x)" if leaf["stored"] else "")
+                  for leaf in leaves]
     print("\n".join(lines))
     rows = s["episode_table"]
     if not rows:
@@ -206,6 +214,33 @@ def cmd_repair(args: argparse.Namespace) -> int:
         say(args, line)
     if not actions:
         say(args, f"{args.directory}: nothing to repair")
+    return EXIT_OK
+
+
+def cmd_compress(args: argparse.Namespace) -> int:
+    from ..format.codecs import Zstd
+    from ..integrity.recompress import compress
+
+    try:
+        codec = Zstd(level=args.level, chunk_rows=args.chunk_rows, delta=args.delta)
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    lines = compress(args.directory, codec, grace=args.grace)
+    for line in lines:
+        say(args, line)
+    if not lines:
+        say(args, f"{args.directory}: nothing to compress")
+    return EXIT_OK
+
+
+def cmd_decompress(args: argparse.Namespace) -> int:
+    from ..integrity.recompress import decompress
+
+    lines = decompress(args.directory, grace=args.grace)
+    for line in lines:
+        say(args, line)
+    if not lines:
+        say(args, f"{args.directory}: nothing to decompress")
     return EXIT_OK
 
 

@@ -129,6 +129,13 @@ def compact(directory: str | os.PathLike[str], *,
         done: list[tuple[str, str]] = []
         written = 0
         for m in manifests:
+            if not m.legacy and m.complete and any(b.get("codecs") for b in m.batches):
+                # The rewrite copies arrays by their decoded size: compressed chunks it
+                # would have to copy by their stored size and table, which it does not yet.
+                raise EditError(f"{m.prefix}: compact does not rewrite compressed batches yet "
+                                "(nothing was changed): run gym-recorder decompress, then "
+                                "compact, then gym-recorder compress")
+        for m in manifests:
             if m.legacy or not m.complete:
                 continue
             result = _rewrite(directory, storage, m, generation, target_batch_bytes)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EditError
-from ..format import (ALIGNMENT, FORMAT_NAME, MANIFEST_VERSION, INDEX_TABLE_WIDTH, batch_stem,
+from ..format import (ALIGNMENT, FORMAT_NAME, RAW_FORMAT_VERSION, INDEX_TABLE_WIDTH, batch_stem,
                       continues)
 from ..format.edits import EDITS_VERSION
 from ..format.fileio import crc32, dumps
@@ -258,7 +258,7 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
         out.data.extend(bytes(index["table"] - len(out.data)))
         out.data += raw
         index = {"table": index["table"], "crc32": index["crc32"], "columns": index["columns"]}
-    body: dict[str, Any] = {"format": FORMAT_NAME, "version": MANIFEST_VERSION, "prefix": prefix,
+    body: dict[str, Any] = {"format": FORMAT_NAME, "version": RAW_FORMAT_VERSION, "prefix": prefix,
                             "first": first, "episodes": entries}
     if index is not None:
         body["index"] = index

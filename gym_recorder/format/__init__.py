@@ -60,8 +60,13 @@ Manifest (``P.manifest.json``)
 An object with these keys (more keys MAY be added; readers MUST ignore keys they do not know)::
 
     "format": "gym_recorder"            MUST be present
-    "version": 1                          the format version; readers MUST refuse larger versions
-                                          (writers write 1; a compaction's manifests 2)
+    "version": 1 or 2                     the format version; readers MUST refuse larger versions.
+                                          A writer writes 2 when its batches may hold
+                                          compressed arrays (see "Compressed arrays"), and 1
+                                          otherwise, so that version 1 readers read what does
+                                          not need version 2; ``gym-recorder compress`` and
+                                          ``decompress`` set it the same way; a compaction's
+                                          manifests are 2 (see "Edits")
     "prefix": "P"                         MUST equal the P of the file's name; readers MUST refuse
                                           another
     "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
@@ -120,6 +125,10 @@ Each BATCH::
     "episodes": int                        entries that start a new episode (``part`` == 0)
     "index": INDEX                         optional: where each entry's stacked arrays are,
                                            without the batch JSON (see "Batch index")
+    "codecs": ["zstd"]                     version 2, present when the batch holds compressed
+                                           arrays: the names of their codecs. A reader MUST
+                                           refuse a name it does not know (naming it), and
+                                           a BATCH with both ``codecs`` and ``index``
 
 The batch JSON MUST hold exactly ``len`` entries, and readers MUST refuse one that does not.
 ``steps`` and ``episodes`` MUST equal the sums over its entries; a reader MAY take them on trust
@@ -130,7 +139,7 @@ either count that differs.
 
 Batch (``P.epNNNNNNNNN.json``)
 ==============================
-An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
+An object: ``{"format": "gym_recorder", "version": 1 or 2, "prefix": P, "first": int,
 "episodes": [ENTRY, ...], "index": INDEX, "header": HEADER}``; ``index`` is optional: when the
 BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuilt from the batch
 files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
@@ -299,6 +308,62 @@ Every array is a reference into the batch's .bin file::
 
   is exactly the recorded array.
 - ``crc32`` (zlib CRC-32 of the ``size`` bytes) MAY be absent (OpenAI gym-recording files).
+
+Compressed arrays (version 2)
+-----------------------------
+An ARRAY with a ``"codec"`` key is stored compressed; the keys above keep their meaning for
+the array (``shape``, ``dtype``, ``size`` = ``prod(shape) * itemsize``, the decoded bytes),
+and these change or are added::
+
+    "codec": {"name": "zstd", "configuration": {"level": int, "chunk_rows": C, "delta": D}}
+    "stored": int       the bytes the array takes in the .bin, at ``npyoff`` (at least 8)
+    "crc32": int        zlib CRC-32 of the ``stored`` bytes (so ``verify`` checks a file
+                        without decompressing); MUST be present
+
+A reader MUST refuse a codec ``name`` it does not know, naming it (never read the bytes as
+raw), and MAY refuse a compressed ARRAY in a version 1 manifest (gym_recorder's reads it). The
+batch JSON of a batch with a compressed ARRAY says ``"version": 2``, that of one without says 1. ``level`` is the writer's zstd
+level (readers ignore it); ``chunk_rows`` C is an int in [1, :data:`codecs.MAX_CHUNK_ROWS`]
+(65536); ``delta`` D is ``"none"``, ``"xor"`` or ``"sub"``. ``npyoff`` is a multiple of
+:data:`ALIGNMENT`, and ``npyoff + stored`` MUST NOT exceed the file (readers check it as they
+check ``npyoff + size`` of a raw ARRAY). A compressed ARRAY has at least one dimension; with
+R = ``shape[0]`` rows of B = ``size / R`` bytes each (B = 0 when R = 0), the rows are cut into
+N = ceil(R / C) *chunks* of C rows (the last one holds the rest). The ``stored`` bytes are:
+
+1. the *chunk table*: N + 1 little-endian uint64, the offsets, from ``npyoff``, of each
+   chunk's first byte and then of the end: ``table[0] = 8 * (N + 1)`` (right after the
+   table), strictly ascending, ``table[N] = stored``. Chunk i lies in
+   ``[npyoff + table[i], npyoff + table[i + 1])``; rows r are in chunk ``r // C``, so a
+   reader reads one row by reading two table items and one chunk.
+2. the chunks, in order, each exactly one zstd frame (RFC 8878) whose header holds its
+   Frame_Content_Size, decoding to exactly ``rows_i * B`` bytes (``rows_i`` the chunk's
+   rows), no bytes after the frame.
+
+The decoded bytes of a chunk are its rows in C order, with delta coding undone: with
+``"none"`` they are the rows; with ``"xor"``, row j > 0 of the chunk is stored as the bytewise
+XOR of rows j and j - 1; with ``"sub"``, as their bytewise difference modulo 256 (row j minus
+row j - 1). Row 0 of each chunk is stored as it is, so chunks decode independently.
+
+Bounds, before any allocation: a reader MUST refuse a table that is not as above, a frame
+that declares another content size than ``rows_i * B`` (or none), and one that decodes to
+more or fewer bytes or has bytes after it; it SHOULD refuse ``C * B`` above
+:data:`codecs.MAX_CHUNK_BYTES` (2**28: the memory one chunk needs; this writer never writes
+one) and a chunk declaring more than :data:`codecs.MAX_ZSTD_RATIO` (2**15) times its stored
+bytes (no zstd frame decodes to more: a block of at most 128 KiB takes at least 4 bytes), so
+that a small hostile file cannot make it allocate more than 32,768 times its size.
+
+> Why per entry? Each entry's array of a column is compressed on its own, so an entry reads
+  without its neighbours, and repair, compress and decompress move entries' arrays as they
+  are. Why rows in chunks? A random row decodes one chunk, and rows of one chunk share its
+  dictionary (stacked frames repeat 3 of their 4 frames).
+
+This writer compresses only observation and action leaves of at least
+:data:`codecs.MIN_CODED_ROW_BYTES` (64) bytes a row, and stores an entry's array raw when
+compressing would keep more than :data:`codecs.MAX_STORED_FRACTION` (0.9) of its bytes (noise):
+a version 2 batch mixes raw and compressed ARRAYs, and step columns, infos and VALUEs are
+always raw. It writes no INDEX for a batch with a compressed array. ``np.fromfile`` loads
+every ARRAY without a ``"codec"`` key exactly as above; ``gym-recorder decompress DIR``
+rewrites a recording with none.
 
 Values (VALUE)
 ==============
@@ -480,12 +545,19 @@ Example readers
 ===============
 Besides :mod:`gym_recorder.read.reader`, two readers were written from this specification alone and
 serve as examples for other languages: the C library and command-line tool in ``readers/c/``
-(``grread list DIR``, ``grread dump DIR [INDEX [FIELD]] [--values]``; JSON through jansson), run by
-the test suite over its recordings and hostile files (``tests/test_c_reader.py``), and the
-JavaScript decoder of the browser viewer, ``gym_recorder/integrations/viewer/decode.js``.
+(``grread list DIR``, ``grread dump DIR [INDEX [FIELD]] [--values]``; JSON through jansson,
+compressed arrays through libzstd), run by the test suite over its recordings and hostile files
+(``tests/test_c_reader.py``), and the JavaScript decoder of the browser viewer,
+``gym_recorder/integrations/viewer/decode.js`` (compressed arrays through the vendored fzstd).
+Both read version 2.
 
 Version history
 ===============
+2 (gym_recorder 0.2): compressed arrays (ARRAY ``"codec"`` and ``"stored"``, BATCH
+``"codecs"``, see "Compressed arrays"). Written only by writers that compress (manifest and
+batch JSON ``"version": 2``; a batch without a compressed array says 1); everything else is as
+in version 1, and a version 2 reader reads version 1 recordings unchanged.
+
 1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional batch INDEX
 (manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
 readers that do not know it ignore the keys, and one that refuses bytes after the last array it
@@ -495,7 +567,7 @@ with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings
 only observations, actions and rewards, observations possibly as one array per step.
 
 2 (gym_recorder 0.2): the edit record (see "Edits"): ``_edits.manifest.json`` and the edit
-log. Writers still write ``"version": 1`` manifests and batches (:data:`MANIFEST_VERSION`),
+log. Writers still write ``"version": 1`` manifests and batches (:data:`RAW_FORMAT_VERSION`),
 which readers of version 1 read while a recording has no edits; a compaction's manifests are
 of version 2 (key ``"replaces"``). Readers of version 1 refuse a recording with edits by the
 tripwire's version.
@@ -524,11 +596,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from .codecs import CODEC_NAMES, MAX_ZSTD_RATIO, Codec, parse_codec
 
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
-    "MANIFEST_VERSION",
+    "RAW_FORMAT_VERSION",
+    "CODEC_NAMES",
+    "Codec",
+    "batch_codecs",
     "ALIGNMENT",
     "MAX_JSON_BYTES",
     "MIN_ENTRY_BYTES",
@@ -565,10 +641,11 @@ __all__ = [
 ]
 
 FORMAT_NAME = "gym_recorder"
-# The newest format version this reader reads (2: the edit record, see "Edits"); writers write
-# MANIFEST_VERSION into manifests and batches, which readers of version 1 read.
+# The newest format version this reader reads (2: compressed arrays, see "Compressed arrays",
+# and the edit record, see "Edits").
 FORMAT_VERSION = 2
-MANIFEST_VERSION = 1
+# The version a writer writes when it stores no compressed array (version 1 readers read it).
+RAW_FORMAT_VERSION = 1
 # Every array starts at a multiple of this many bytes: enough for any numpy scalar type up to
 # float64/int64, so arrays can be viewed in place. (npy uses 64 for SIMD; 8 is what the card asks.)
 ALIGNMENT = 8
@@ -688,16 +765,24 @@ class ArrayRef:
         crc32: zlib CRC-32 of the bytes, or None when the writer did not record one.
     """
 
-    __slots__ = ("file", "dtype", "shape", "offset", "size", "crc32")
+    __slots__ = ("file", "dtype", "shape", "offset", "size", "crc32", "codec", "stored")
 
     def __init__(self, file: str, dtype: np.dtype, shape: tuple[int, ...], offset: int,
-                 size: int, crc32: int | None) -> None:
+                 size: int, crc32: int | None, codec: Codec | None = None,
+                 stored: int | None = None) -> None:
         self.file = file
         self.dtype = dtype
         self.shape = shape
         self.offset = offset
-        self.size = size
-        self.crc32 = crc32
+        self.size = size  # the array's bytes (decoded)
+        self.crc32 = crc32  # of the stored bytes
+        self.codec = codec  # None: raw, the stored bytes are the array's
+        self.stored = size if stored is None else stored  # bytes in the file at offset
+
+    @property
+    def end(self) -> int:
+        """The offset after the array's stored bytes (a reader checks it against the file)."""
+        return self.offset + self.stored
 
 
 def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
@@ -757,7 +842,22 @@ def parse_ref(obj: dict[str, Any], where: str, *, aligned: bool = True,
     crc = get("crc32")
     if crc is not None and (type(crc) is not int or not 0 <= crc <= 0xFFFFFFFF):
         _check_int(crc, where, "crc32", 0, 0xFFFFFFFF)
-    return ArrayRef(name, dtype, tuple(shape), offset, size, crc)
+    codec = get("codec")
+    if codec is None:
+        return ArrayRef(name, dtype, tuple(shape), offset, size, crc)
+    # A compressed array (version 2, see "Compressed arrays").
+    parsed = parse_codec(codec, where)
+    stored = get("stored")
+    if type(stored) is not int or stored < 8:
+        _check_int(stored, where, "stored", 8)
+    if not shape:
+        raise FormatError(f"{where}: a compressed array must have rows (shape of at least 1 "
+                          "dimension)")
+    if crc is None:
+        raise FormatError(f"{where}: a compressed array must have a crc32")
+    if size > stored * MAX_ZSTD_RATIO:  # (no zstd frame decodes to more: before allocating)
+        raise FormatError(f"{where}: {stored} stored bytes cannot decode to {size} bytes")
+    return ArrayRef(name, dtype, tuple(shape), offset, size, crc, parsed, stored)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -904,11 +1004,31 @@ def check_batch_entry(batch: Any, where: str, prefix: str, entries: int,
             raise FormatError(f"{where}: {key!r} must be a non-negative integer")
     if type(new) is not int or not 0 <= new <= length:
         raise FormatError(f"{where}: 'episodes' must be an integer in [0, len]")
+    batch_codecs(batch, where)
     if batch["json_size"] > MAX_JSON_BYTES or length * MIN_ENTRY_BYTES > batch["json_size"]:
         raise FormatError(f"{where}: 'len' {length} entries cannot fit a batch JSON of "
                           f"{batch['json_size']} bytes (at most {MAX_JSON_BYTES} bytes, at least "
                           f"{MIN_ENTRY_BYTES} byte an entry)")
     return new
+
+
+def batch_codecs(batch: dict[str, Any], where: str) -> list[str]:
+    """A BATCH's ``"codecs"``: the names of the codecs its arrays use (empty: none).
+
+    Raises:
+        FormatError: for a codec this reader does not know (named), or a BATCH with both codecs
+            and an INDEX (whose offsets cannot describe compressed arrays).
+    """
+    names = batch.get("codecs", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise FormatError(f"{where}: 'codecs' must be a list of codec names")
+    for name in names:
+        if name not in CODEC_NAMES:
+            raise FormatError(f"{where}: unknown codec {name!r} (this reader knows "
+                              f"{', '.join(CODEC_NAMES)}); upgrade gym_recorder")
+    if names and batch.get("index") is not None:
+        raise FormatError(f"{where}: a batch with compressed arrays has no index")
+    return names
 
 
 def continues(entry: dict[str, Any]) -> bool:

@@ -9,6 +9,8 @@ import errno
 import os
 from typing import Any
 
+import numpy as np
+
 from ..format import fileio
 from ..errors import FormatError
 from ..format.fileio import open_regular, read_json_file
@@ -74,6 +76,32 @@ def _crc_of(fd: int, offset: int, size: int, flags: bool = False) -> int | None:
         offset += len(data)
         size -= len(data)
     return crc
+
+
+def _coded_problem(fd: int, ref: Any, where: str) -> str | None:
+    """What is wrong with a compressed array's chunks (decoded a chunk at a time), or None."""
+    from ..errors import CodecUnavailableError
+    from ..format.codecs import decode_rows
+
+    def read(offset: int, size: int) -> bytes:
+        data = os.pread(fd, size, offset)
+        if len(data) != size:
+            raise FormatError(f"{where}: {size} bytes at {offset} could not be read")
+        return data
+
+    try:
+        rows = ref.shape[0]
+        step = max(1, ref.codec.chunk_rows)
+        row_bytes = ref.size // rows if rows else 0
+        out = np.empty(min(step, rows) * row_bytes, np.uint8)
+        for lo in range(0, rows, step):
+            hi = min(rows, lo + step)
+            decode_rows(ref, read, lo, hi, out[:(hi - lo) * row_bytes], where)
+    except CodecUnavailableError as e:
+        return f"{where}: not decoded ({e})"
+    except FormatError as e:
+        return str(e)
+    return None
 
 
 def _differs(listed: Any, actual: int) -> bool:
@@ -209,24 +237,32 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
             check.note(bin_name, f"file has {bin_size} bytes, the manifest says "
                                  f"{listed.get('bin_size')!r}")
         spans: list[tuple[int, int]] = []
+        codecs: set[str] = set()
         for pos, obj, where in refs:
             try:
                 ref = parse_ref(obj, f"{json_name} {where}", file=bin_name)
             except FormatError as e:
                 check.add(json_name, str(e).removeprefix(f"{json_name} "), entry=pos)
                 continue
-            spans.append((ref.offset, ref.offset + ref.size))
-            if ref.offset + ref.size > bin_size:
+            spans.append((ref.offset, ref.end))
+            if ref.codec is not None:
+                codecs.add(ref.codec.name)
+            if ref.end > bin_size:
                 check.add(bin_name, f"{json_name} {where}: bytes {ref.offset}.."
-                                    f"{ref.offset + ref.size} lie outside the file "
+                                    f"{ref.end} lie outside the file "
                                     f"({bin_size} bytes)", entry=pos)
-            elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.size,
-                                                   ref.dtype.kind == "b") != ref.crc32:
+            elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.stored,
+                                                   ref.dtype.kind == "b"
+                                                   and ref.codec is None) != ref.crc32:
                 check.add(bin_name, f"{json_name} {where}: CRC-32 of the array's bytes "
-                                    f"(at {ref.offset}, {ref.size} bytes) does not match"
+                                    f"(at {ref.offset}, {ref.stored} bytes) does not match"
                                     + (", or a bool byte is neither 0 nor 1"
                                        if ref.dtype.kind == "b" else ""),
                           entry=pos)
+            elif ref.codec is not None:
+                problem = _coded_problem(fd, ref, f"{json_name} {where}")
+                if problem:
+                    check.add(bin_name, problem, entry=pos)
         # The batch index (the manifest's, else the batch's own copy) must say what the
         # entries say. A wrong one is not the batch's fault: verify reports the manifest's,
         # and the BATCH rebuilt from the batch (repair) goes without it.
@@ -251,8 +287,10 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         check.info = {"first": first, "len": len(entries), "fn": json_name, "bin": bin_name,
                       "json_size": len(data), "bin_size": bin_size,
                       "json_crc32": fileio.crc32(data), "steps": steps, "episodes": episodes}
-        if good_index is not None:
+        if good_index is not None and not codecs:
             check.info["index"] = good_index
+        if codecs:
+            check.info["codecs"] = sorted(codecs)
     return check
 
 

@@ -100,12 +100,13 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
     try:
         if keep_offsets:
             # (arrays may share bytes, as the format allows: each is copied to its place)
-            end = max((int(r["npyoff"]) + int(r["size"]) for r in refs if r["size"]), default=0)
+            end = max((int(r["npyoff"]) + int(r.get("stored", r["size"])) for r in refs
+                       if r.get("stored", r["size"])), default=0)
             if end > os.fstat(fd).st_size:
                 raise OSError(f"{source_bin}: arrays end at {end}, past the file's end")
             image = bytearray(end)
             for ref in refs:
-                size, at = int(ref["size"]), int(ref["npyoff"])
+                size, at = int(ref.get("stored", ref["size"])), int(ref["npyoff"])
                 data = os.pread(fd, size, at) if size else b""
                 if len(data) != size:
                     raise OSError(f"{source_bin}: {size} bytes at {at} could not be read")
@@ -117,7 +118,7 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
             if pad:
                 chunks.append(bytes(pad))
                 offset += pad
-            size = ref["size"]
+            size = ref.get("stored", ref["size"])  # (a compressed array: its stored bytes)
             data = os.pread(fd, size, ref["npyoff"]) if size else b""
             if len(data) != size:
                 raise OSError(f"{source_bin}: {size} bytes at {ref['npyoff']} could not be read")

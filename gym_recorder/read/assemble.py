@@ -393,8 +393,8 @@ def checked_refs(dec: Decoder, part: Part, file_size: int,
             refs.append(None)
             continue
         ref = parse_ref(obj, w, file=bin_name)
-        if ref.offset + ref.size > file_size:
-            raise FormatError(f"{w}: bytes {ref.offset}..{ref.offset + ref.size} lie "
+        if ref.end > file_size:
+            raise FormatError(f"{w}: bytes {ref.offset}..{ref.end} lie "
                               f"outside {bin_name} ({file_size} bytes)")
         refs.append(ref)
     dec.check_shapes(part, ((slot, ref.shape, ref.dtype, w)

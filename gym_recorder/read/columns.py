@@ -157,6 +157,8 @@ def _column(objs: list[Any], rows: list[int], tail: tuple[int, ...], want: np.dt
     """Checks one column's references (one per entry, of ``rows[j]`` rows of shape ``tail``)
     as :func:`~gym_recorder.format.parse_ref` and the decoder would; returns each entry's
     array, a view of ``data``, or None if anything is not as a well-formed batch has it."""
+    if any("codec" in obj for obj in objs):
+        return None  # compressed arrays: decoded entry by entry (format.codecs)
     try:
         kinds, orders, names, dtypes, shapes, offs, sizes, crcs = zip(*map(_REF, objs))
         if (set(kinds) != _NDARRAY or set(orders) != _C_ORDER or set(names) != {bin_name}

@@ -22,6 +22,7 @@ from ..format import fileio as _fileio
 from .columns import FastPart, decode_columns
 from ..errors import ChecksumError, FormatError
 from ..format import ArrayRef, entry_end, parse_ref
+from ..format import codecs as _codecs
 from .manifest import Manifest, read_json
 from .outside import _as_values, _outside_values
 from ..format.spaces import ArrayLeaf, Layout, ValuesLeaf, decode_values_leaf
@@ -229,9 +230,16 @@ class Decoder:
         if file_size is None:
             file_size = self.check_bin(bin_name, expected_size)
         for ref, (_, where) in zip(parsed, refs):
-            if ref.offset + ref.size > file_size:
-                raise FormatError(f"{where}: bytes {ref.offset}..{ref.offset + ref.size} lie "
+            if ref.end > file_size:
+                raise FormatError(f"{where}: bytes {ref.offset}..{ref.end} lie "
                                   f"outside {bin_name} ({file_size} bytes)")
+        if any(ref.codec is not None for ref in parsed):
+            # Compressed arrays decode on their own; the raw ones are read as below.
+            raw = [(ref, r) for ref, r in zip(parsed, refs) if ref.codec is None]
+            got = iter(self.read_arrays(bin_name, [r for _, r in raw], aligned,
+                                        file_size=file_size, data=data, copy=copy))
+            return [self.decode_array(bin_name, ref, where, data) if ref.codec is not None
+                    else next(got) for ref, (_, where) in zip(parsed, refs)]
         if data is not None:
             if copy:
                 return [self.view(data[ref.offset:ref.offset + ref.size].copy(), 0, ref, where)
@@ -316,9 +324,36 @@ class Decoder:
         out: np.ndarray = raw.copy().view(ref.dtype).reshape(ref.shape)
         return out
 
+    def decode_rows(self, bin_name: str, ref: ArrayRef, where: str, start: int, stop: int,
+                    out: np.ndarray, data: np.ndarray | None = None) -> None:
+        """Rows ``start:stop`` of a compressed array (bytes checked to lie in the file) into
+        ``out``: the one way a reader reads one (:func:`gym_recorder.format.codecs.decode_rows`,
+        with the CRC-32 of its stored bytes when verifying)."""
+        if data is not None:
+            def read(offset: int, size: int) -> Any:
+                return data[offset:offset + size]
+        else:
+            def read(offset: int, size: int) -> Any:
+                return self.read_exact(bin_name, offset, size)
+        _codecs.decode_rows(ref, read, start, stop, out, where,
+                            _fileio.crc32 if self._verify else None)
+        self.check_bytes(out.reshape(-1).view(np.uint8), ref, where)
+
+    def decode_array(self, bin_name: str, ref: ArrayRef, where: str,
+                     data: np.ndarray | None = None) -> np.ndarray:
+        """A whole compressed array, decoded into memory it owns."""
+        try:
+            out = np.empty(ref.shape, ref.dtype)
+        except (MemoryError, ValueError) as e:
+            raise FormatError(f"{where}: cannot allocate {ref.size} bytes for the array") from e
+        self.decode_rows(bin_name, ref, where, 0, ref.shape[0], out, data)
+        return out
+
     def check_bytes(self, raw: np.ndarray, ref: ArrayRef, where: str) -> None:
-        """Checks an array's raw bytes: CRC-32 when verifying, and that <U holds code points."""
-        if self._verify and ref.crc32 is not None and _fileio.crc32(raw) != ref.crc32:
+        """Checks an array's raw bytes: CRC-32 when verifying, and that <U holds code points.
+        (A compressed array's CRC-32 is of its stored bytes, checked as they are decoded.)"""
+        if self._verify and ref.crc32 is not None and ref.codec is None and \
+                _fileio.crc32(raw) != ref.crc32:
             raise ChecksumError(f"{where}: CRC-32 of the array's bytes does not match")
         if self._verify and ref.dtype.kind == "b" and ref.size and raw.view(np.uint8).max() > 1:
             raise FormatError(f"{where}: a bool array holds bytes other than 0 and 1")
@@ -491,6 +526,12 @@ class Decoder:
                   row: int) -> None:
         """Reads one part's array into ``out[row:]``: in place, or through a cast if widened."""
         n = ref.shape[0]
+        if ref.codec is not None:
+            if ref.dtype == out.dtype:
+                self.decode_rows(bin_name, ref, where, 0, n, out[row:row + n])
+            else:
+                out[row:row + n] = self.decode_array(bin_name, ref, where)
+            return
         if ref.dtype == out.dtype:
             if not ref.size:
                 return

@@ -104,6 +104,10 @@ class EpisodeRows:
             a, b = max(start, lo), min(stop, hi)
             if a >= b:
                 continue
+            if ref.codec is not None:  # only the chunks that hold rows a..b are read
+                self._dec.decode_rows(bin_name, ref, where, a - lo, b - lo,
+                                      out[a - start:b - start])
+                continue
             # (a reference already checked to lie in its file: its rows a..b do too)
             part = ArrayRef(bin_name, ref.dtype, (b - a, *ref.shape[1:]),
                             ref.offset + (a - lo) * row_bytes, (b - a) * row_bytes, None)

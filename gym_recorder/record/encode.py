@@ -18,7 +18,8 @@ from ..format import fileio
 from .batch import Batch
 from ..errors import UnsupportedValueError
 from ..format.fileio import dumps
-from ..format import ALIGNMENT, FORMAT_NAME, MANIFEST_VERSION
+from ..format import ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, RAW_FORMAT_VERSION
+from ..format.codecs import MIN_CODED_ROW_BYTES, Codec, encode_rows
 from ..format.spaces import DictNode, Layout, TupleNode
 from ..format.values import encode_value
 
@@ -57,18 +58,56 @@ def _tree_template(layout: Layout) -> str:
 
 
 def _column_texts(sink: BinSink, col: np.ndarray | list[Any], lo: np.ndarray, hi: np.ndarray,
-                  where: str, index: list[Any] | None) -> list[str]:
+                  where: str, index: list[Any] | None, codec: Codec | None = None) -> list[str]:
     """The JSON text of each entry's rows of a leaf column: an ARRAY, or a ``values`` object.
 
     ``index`` gets the column's ``[dtype, npyoff, unit]`` (see :func:`_column_refs`), or None
-    for a column of values (a batch with such a leaf has no index).
+    for a column of values (a batch with such a leaf has no index). With a ``codec``, a leaf
+    of at least MIN_CODED_ROW_BYTES a row is stored compressed (see :func:`_coded_refs`).
     """
     if isinstance(col, np.ndarray):
+        if codec is not None and col.ndim >= 1 and \
+                col.dtype.itemsize * math.prod(col.shape[1:]) >= MIN_CODED_ROW_BYTES:
+            return _coded_refs(sink, col, lo, hi, codec, index)
         return _column_refs(sink, col, lo, hi, index)
     if index is not None:
         index.append(None)
     return [_text({"__type": "values", "values": [encode_value(v, sink, where) for v in col[a:b]]})
             for a, b in zip(lo.tolist(), hi.tolist())]
+
+
+def _coded_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray, codec: Codec,
+                index: list[Any] | None) -> list[str]:
+    """Writes each entry's rows of a column compressed (see "Compressed arrays" in the format),
+    or raw where compressing does not pay (noise); returns their references.
+
+    ``index`` gets None when any entry is compressed (a batch with compressed arrays has no
+    index), else the column's entry as for arrays written one by one.
+    """
+    texts: list[str] = []
+    blobs = [encode_rows(np.ascontiguousarray(col[a:b]), codec)
+             for a, b in zip(lo.tolist(), hi.tolist())]
+    if index is not None:
+        index.append(None if any(b is not None for b in blobs) else
+                     [col.dtype.str, sink.offset + -sink.offset % ALIGNMENT, ALIGNMENT])
+    tail = "".join("," + str(d) for d in col.shape[1:])
+    confs: dict[str, str] = {}
+    for a, b, coded in zip(lo.tolist(), hi.tolist(), blobs):
+        if coded is None:
+            texts.append(sink.text(col[a:b]))
+            continue
+        blob, conf_json = coded
+        key = repr(conf_json)
+        conf = confs.get(key) or confs.setdefault(key, _text(conf_json))
+        offset, data = sink.put_block(np.frombuffer(blob, np.uint8))
+        sink.raw_coded += (b - a) * col.dtype.itemsize * math.prod(col.shape[1:])
+        sink.stored_coded += len(blob)
+        sink.codecs.add(codec.name)
+        texts.append(f'{{"__type":"ndarray","shape":[{b - a}{tail}],"order":"C",'
+                     f'"dtype":"{col.dtype.str}","npyfile":"{sink.name}","npyoff":{offset},'
+                     f'"size":{(b - a) * col.dtype.itemsize * math.prod(col.shape[1:])},'
+                     f'"stored":{len(blob)},"crc32":{fileio.crc32(data)},"codec":{conf}}}')
+    return texts
 
 
 def _column_refs(sink: BinSink, col: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -146,6 +185,9 @@ class BinSink:
         self.f = f
         self.name = name
         self.offset = 0
+        self.codecs: set[str] = set()  # the codecs of the arrays written compressed
+        self.raw_coded = 0  # the raw bytes of the arrays written compressed
+        self.stored_coded = 0  # and their stored bytes
         self._pending: list[Any] = []
         self._pending_bytes = 0
 
@@ -274,6 +316,8 @@ class EncodedBatch:
     bin_size: int
     entries: int
     index: dict[str, Any] | None = None
+    codecs: tuple[str, ...] = ()
+    raw_size: int = 0
 
 
 def _batch_index(sink: BinSink, batch: Batch, columns: list[Any]) -> dict[str, Any] | None:
@@ -305,8 +349,9 @@ class BatchEncoder:
     """
 
     def __init__(self, prefix: str, batch_header: dict[str, Any], obs_layout: Layout,
-                 act_layout: Layout) -> None:
+                 act_layout: Layout, codec: Codec | None = None) -> None:
         self._prefix = prefix
+        self._codec = codec
         self._obs_layout = obs_layout
         self._act_layout = act_layout
         self._header_json = dumps(batch_header)
@@ -335,13 +380,15 @@ class BatchEncoder:
         entries = self.entries(first, batch, sink, json_name, columns)
         index = _batch_index(sink, batch, columns)
         sink.finish()
+        version = FORMAT_VERSION if sink.codecs else RAW_FORMAT_VERSION
         doc = b"".join([
-            dumps({"format": FORMAT_NAME, "version": MANIFEST_VERSION, "prefix": self._prefix,
+            dumps({"format": FORMAT_NAME, "version": version, "prefix": self._prefix,
                    "first": first})[:-1],
             b',"episodes":[', ",".join(entries).encode("ascii"), b"],",
             b"" if index is None else b'"index":' + dumps(index) + b",", b'"header":',
             self._header_json if first == 0 else self._later_header_json, b"}"])
-        return EncodedBatch(doc, sink.offset, len(entries), index)
+        return EncodedBatch(doc, sink.offset, len(entries), index, tuple(sorted(sink.codecs)),
+                            sink.offset + sink.raw_coded - sink.stored_coded)
 
     def entries(self, first: int, batch: Batch, sink: BinSink, where: str,
                 index: list[Any] | None = None) -> list[str]:
@@ -361,9 +408,9 @@ class BatchEncoder:
         o1 = np.array([seg.obs1 for seg in segs], np.int64)
         s0 = np.array([seg.step0 for seg in segs], np.int64)
         s1 = np.array([seg.step1 for seg in segs], np.int64)
-        obs = [_column_texts(sink, col, o0, o1, f"{where} observations", index)
+        obs = [_column_texts(sink, col, o0, o1, f"{where} observations", index, self._codec)
                for col in batch.observations]
-        act = [_column_texts(sink, col, s0, s1, f"{where} actions", index)
+        act = [_column_texts(sink, col, s0, s1, f"{where} actions", index, self._codec)
                for col in batch.actions]
         rewards = _column_refs(sink, batch.rewards, s0, s1, index)
         terms = _column_refs(sink, batch.terminations, s0, s1, index)

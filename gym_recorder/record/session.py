@@ -67,6 +67,7 @@ class RecordingSession:
         flush_interval: seconds between commits at the latest, or None.
         fsync: make every batch durable before committing it.
         lazy: make the writer at the first commit, not now (for copies).
+        compression: the writer's codec (:func:`gym_recorder.format.codecs.resolve_compression`).
 
     Attributes:
         buffer: the step buffer.
@@ -78,11 +79,12 @@ class RecordingSession:
     def __init__(self, owner: Any, buffer: Any, end_all: Callable[[str], None],
                  directory: str | os.PathLike[str], header: dict[str, Any], obs_layout: Layout,
                  act_layout: Layout, *, file_prefix: str | None, flush_interval: float | None,
-                 fsync: bool, lazy: bool = False) -> None:
+                 fsync: bool, lazy: bool = False, compression: Any = None) -> None:
         self.buffer = buffer
         self._end_all = end_all
         self._owner = weakref.ref(owner)
         # Resolved now, so that a later chdir of the process cannot split the recording.
+        self._compression = compression  # a format.codecs.Codec or None
         self._writer_args = (os.path.abspath(os.fspath(directory)), header, obs_layout,
                              act_layout, fsync)
         self.writer: BatchWriter | None = None
@@ -99,7 +101,8 @@ class RecordingSession:
         # Batches committed here are listed on disk within half the flush interval.
         writer = BatchWriter(directory, prefix, header, obs_layout, act_layout, fsync=fsync,
                              on_batch_written=self.buffer.observe_batch_bytes,
-                             max_commit_interval=self._interval / 2)
+                             max_commit_interval=self._interval / 2,
+                             compression=self._compression)
         self.writer = writer
         key = (directory, repr(header.get("env_id")))
         if key not in _CHECKED_ENVS:  # (once per directory and env in a process)

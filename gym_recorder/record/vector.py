@@ -38,6 +38,7 @@ from ..format.envspec import capture_vector_wrappers
 from ..errors import RecordingClosedError, ResetNeeded, UnsupportedValueError
 from ..format.spaces import Layout
 from .session import RecordingSession, check_options
+from ..format.codecs import resolve_compression
 from .vector_buffer import DISABLED, NEXT_STEP, SAME_STEP, VectorStepBuffer
 from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, env_header
 
@@ -153,6 +154,8 @@ class RecordingVectorWrapper(VectorWrapper):
         flush_interval: commit buffered steps at least every this many seconds (checked at each
             step and reset); None for no time bound.
         fsync: make every batch durable (fsync) before committing it.
+        compression: None (raw), ``"zstd"`` or a :class:`~gym_recorder.Zstd` with options
+            (as :class:`RecordingWrapper`'s).
 
     Raises:
         TypeError: if ``env`` is not a ``gymnasium.vector.VectorEnv``.
@@ -166,8 +169,9 @@ class RecordingVectorWrapper(VectorWrapper):
                  record_infos: bool = True,
                  info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, compression: Any = None) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
+        codec = resolve_compression(compression)
         if not isinstance(env, VectorEnv):
             raise TypeError(f"env must be a gymnasium.vector.VectorEnv, got {type(env).__name__} "
                             "(use RecordingWrapper for a single env)")
@@ -189,7 +193,8 @@ class RecordingVectorWrapper(VectorWrapper):
         self._directory = os.fspath(directory)
         self._session = RecordingSession(
             self, self._buffer, self._buffer.end_episodes, directory, header, obs_layout,
-            act_layout, file_prefix=file_prefix, flush_interval=flush_interval, fsync=fsync)
+            act_layout, file_prefix=file_prefix, flush_interval=flush_interval, fsync=fsync,
+            compression=codec)
         self._ever_reset = np.zeros(num_envs, np.bool_)
         self._ready = False
         self._env_closed = False

@@ -15,6 +15,7 @@ from ..format.envspec import capture_spec, vector_sub_env_spec
 from ..errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from ..format.spaces import Layout, describe_space
 from .session import RecordingSession, check_options
+from ..format.codecs import resolve_compression
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
 
@@ -75,6 +76,7 @@ class _Settings(TypedDict):
     info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None
     flush_interval: float | None
     fsync: bool
+    compression: Any
 
 
 class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -108,6 +110,10 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             step and reset); None for no time bound.
         fsync: make every batch durable (fsync) before committing it, so it survives a power
             loss; otherwise data is fsynced at ``flush()`` and ``close()``.
+        compression: None (raw arrays, format version 1), ``"zstd"`` or a
+            :class:`~gym_recorder.Zstd` with options: leaves of at least 64 bytes a row are
+            stored zstd-compressed in chunks of rows (lossless, random access; format version
+            2; needs the ``zstd`` extra).
 
     Raises:
         FileExistsError: if ``file_prefix`` is already used in the directory.
@@ -119,19 +125,21 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                  record_infos: bool = True,
                  info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, compression: Any = None) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
+        codec = resolve_compression(compression)
         # gym.make(env.spec) rebuilds the recorder as a new writer (file_prefix: a new one).
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, directory=os.path.abspath(os.fspath(directory)),
             file_prefix=None,
             target_batch_bytes=target_batch_bytes, record_infos=record_infos,
-            info_filter=info_filter, flush_interval=flush_interval, fsync=fsync)
+            info_filter=info_filter, flush_interval=flush_interval, fsync=fsync,
+            compression=compression)
         super().__init__(env)
         self._settings: _Settings = {"directory": os.fspath(directory), "target_batch_bytes":
                           target_batch_bytes, "record_infos": record_infos,
                           "info_filter": info_filter, "flush_interval": flush_interval,
-                          "fsync": fsync}
+                          "fsync": fsync, "compression": codec}
         self._start_recorder(file_prefix, lazy=False)
 
     def _start_recorder(self, file_prefix: str | None, lazy: bool) -> None:
@@ -146,7 +154,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._session = RecordingSession(
             self, self._buffer, self._buffer.end_episode, self._directory, header, obs_layout,
             act_layout, file_prefix=file_prefix, flush_interval=settings["flush_interval"],
-            fsync=settings["fsync"], lazy=lazy)
+            fsync=settings["fsync"], lazy=lazy, compression=settings["compression"])
         self._reset_done = False
         self._env_closed = False
         self._paused = False  # a copy or forked child: steps pass through until reset()

@@ -27,7 +27,8 @@ from .batchqueue import BatchQueue
 from .batch import Batch
 from .encode import BatchEncoder
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
-from ..format import (FORMAT_NAME, MANIFEST_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
+from ..format.codecs import Codec
+from ..format import (RAW_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
                      manifest_name)
 from ..format.spaces import Layout
 
@@ -94,7 +95,10 @@ class BatchWriter:
         obs_layout: layout of the observation space.
         act_layout: layout of the action space.
         fsync: make every batch durable before it is committed (see the format's "durability").
-        on_batch_written: called from the writer thread with (bytes written, steps) per batch.
+        on_batch_written: called from the writer thread with (raw bytes of the batch's arrays
+            and JSON, steps) per batch: what the buffer held, compressed or not.
+        compression: compress the arrays of big leaves with this codec (see "Compressed
+            arrays" in the format); None stores every array raw (format version 1).
 
     Raises:
         FileExistsError: if the prefix already has a manifest in the directory.
@@ -104,7 +108,8 @@ class BatchWriter:
     def __init__(self, directory: str, prefix: str | None, header: dict[str, Any],
                  obs_layout: Layout, act_layout: Layout, *, fsync: bool = False,
                  on_batch_written: Callable[[int, int], None] | None = None,
-                 max_commit_interval: float | None = None) -> None:
+                 max_commit_interval: float | None = None,
+                 compression: Codec | None = None) -> None:
         self.prefix = check_prefix(prefix) if prefix is not None else default_prefix()
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
@@ -116,7 +121,9 @@ class BatchWriter:
         self._fsync = fsync
         self._on_batch_written = on_batch_written
         self._manifest = {
-            "format": FORMAT_NAME, "version": MANIFEST_VERSION, "prefix": self.prefix,
+            "format": FORMAT_NAME, "prefix": self.prefix,
+            # (version 2 only for a writer that compresses: others stay readable by version 1)
+            "version": FORMAT_VERSION if compression is not None else RAW_FORMAT_VERSION,
             "created": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%S.%fZ"),
             "writer": {"library": "gym_recorder", "library_version": __version__,
@@ -128,7 +135,7 @@ class BatchWriter:
         # can rebuild a lost manifest from the batch files alone.
         self._encoder = BatchEncoder(self.prefix, {
             k: v for k, v in self._manifest.items() if k not in ("batches", "complete")},
-            obs_layout, act_layout)
+            obs_layout, act_layout, compression)
         self._next_entry = 0
         self._uncommitted = 0  # batches written but not yet listed in the manifest on disk
         self._dropped_steps = 0  # steps of batches that failed for a reason a retry cannot fix
@@ -329,11 +336,13 @@ class BatchWriter:
             "json_size": len(doc), "bin_size": bin_size, "json_crc32": fileio.crc32(doc),
             "steps": batch.steps,
             "episodes": batch.new_episodes,
-            **({} if encoded.index is None else {"index": encoded.index})})
+            **({} if encoded.index is None else {"index": encoded.index}),
+            **({"codecs": list(encoded.codecs)} if encoded.codecs else {})})
         self._uncommitted += 1
         self._error_path = ""
         if self._on_batch_written is not None:
-            self._on_batch_written(bin_size + len(doc), batch.steps)
+            # (the raw bytes: the batch target bounds what the buffer holds in memory)
+            self._on_batch_written(encoded.raw_size + len(doc), batch.steps)
         batch.release()
 
     def _commit(self) -> None:

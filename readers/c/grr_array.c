@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #define CHUNK (1u << 20)
 
@@ -83,6 +84,36 @@ int parse_ref(grr_reader *r, json_t *o, const char *where, int aligned, const ch
     }
     ref->offset = (uint64_t)off;
     ref->size = (uint64_t)size;
+    ref->stored = (uint64_t)size;
+    ref->coded = 0;
+    json_t *codec = json_object_get(o, "codec");
+    if (codec && !json_is_null(codec)) {
+        const char *cname = grr_string(json_object_get(codec, "name"));
+        json_t *conf = json_object_get(codec, "configuration");
+        if (!cname || !json_is_object(conf))
+            return grr_fail(r, "%s: 'codec' must be {'name': ..., 'configuration': {...}}", where);
+        if (strcmp(cname, "zstd"))
+            return grr_fail(r, "%s: unknown codec '%s' (this reader knows zstd)", where, cname);
+        int64_t rows, stored;
+        if (!grr_get_int(conf, "chunk_rows", &rows) || rows < 1 || rows > GRR_MAX_CHUNK_ROWS)
+            return grr_fail(r, "%s: codec chunk_rows must be an integer in [1, %d]", where,
+                            GRR_MAX_CHUNK_ROWS);
+        const char *delta = grr_string(json_object_get(conf, "delta"));
+        if (!delta || (strcmp(delta, "none") && strcmp(delta, "xor") && strcmp(delta, "sub")))
+            return grr_fail(r, "%s: codec delta must be 'none', 'xor' or 'sub'", where);
+        if (!grr_get_int(o, "stored", &stored) || stored < 8)
+            return grr_fail(r, "%s: stored must be an integer >= 8", where);
+        if (ref->ndim < 1 || !ref->has_crc)
+            return grr_fail(r, "%s: a compressed array needs rows and a crc32", where);
+        /* No zstd frame decodes to more than 32768 times its size: refuse before allocating. */
+        if (ref->size / GRR_MAX_ZSTD_RATIO > (uint64_t)stored)
+            return grr_fail(r, "%s: %lld stored bytes cannot decode to %lld bytes", where,
+                            (long long)stored, (long long)size);
+        ref->coded = 1;
+        ref->stored = (uint64_t)stored;
+        ref->chunk_rows = (uint64_t)rows;
+        ref->delta = !strcmp(delta, "none") ? 0 : !strcmp(delta, "xor") ? 1 : 2;
+    }
     return 0;
 }
 
@@ -102,19 +133,84 @@ int check_codes(grr_reader *r, const ref_t *ref, const unsigned char *p, uint64_
 }
 
 int check_bounds(bin_t *f, const ref_t *ref, const char *where, const char *name) {
-    if (ref->offset > f->file_size || ref->size > f->file_size - ref->offset)
+    if (ref->offset > f->file_size || ref->stored > f->file_size - ref->offset)
         return grr_fail(f->r, "%s: bytes %llu..%llu lie outside %s (%llu bytes)", where,
                         (unsigned long long)ref->offset,
-                        (unsigned long long)(ref->offset + ref->size), name,
+                        (unsigned long long)(ref->offset + ref->stored), name,
                         (unsigned long long)f->file_size);
     return 0;
 }
 
 /* Reads an array's bytes into dest (or only checks them, dest NULL), checking its CRC-32 when
  * verifying and its code points. */
+/* A compressed array: the stored bytes read whole (bounded by the file), the CRC-32 checked
+ * when verifying, the chunk table checked, each chunk's frame size checked against its rows
+ * before decoding, the delta undone (see "Compressed arrays"). dest NULL: checks only. */
+static int read_coded(bin_t *f, const ref_t *ref, const char *where, const char *name,
+                      unsigned char *dest) {
+    uint64_t rows = ref->shape[0], row_bytes = rows ? ref->size / rows : 0;
+    uint64_t n = (rows + ref->chunk_rows - 1) / ref->chunk_rows, tbytes = 8 * (n + 1);
+    if (n + 1 > ref->stored / 8 || tbytes > ref->stored)
+        return grr_fail(f->r, "%s: %llu stored bytes cannot hold the chunk table", where,
+                        (unsigned long long)ref->stored);
+    if (row_bytes && ref->chunk_rows > GRR_MAX_CHUNK_BYTES / row_bytes)
+        return grr_fail(f->r, "%s: chunks of %llu rows are too large", where,
+                        (unsigned long long)ref->chunk_rows);
+    unsigned char *blob = malloc(ref->stored);
+    unsigned char *tmp = dest ? NULL : malloc(ref->chunk_rows * row_bytes + 1);
+    if (!blob || (!dest && !tmp)) {
+        free(blob);
+        free(tmp);
+        return grr_fail(f->r, "%s: out of memory", where);
+    }
+    int rc = grr_pread_all(f->r, f->fd, name, ref->offset, blob, ref->stored);
+    if (rc == 0 && f->r->verify && grr_crc32(0, blob, ref->stored) != ref->crc)
+        rc = grr_fail(f->r, "%s: CRC-32 of the array's stored bytes does not match", where);
+    uint64_t prev = tbytes;
+    for (uint64_t c = 0; c <= n && rc == 0; c++) {
+        uint64_t v = 0;
+        for (int k = 7; k >= 0; k--) v = v << 8 | blob[8 * c + (uint64_t)k];
+        if ((c == 0 && v != tbytes) || (c == n && v != ref->stored) || (c > 0 && v <= prev) ||
+            v > ref->stored)
+            rc = grr_fail(f->r, "%s: chunk offsets must ascend strictly from %llu to %llu",
+                          where, (unsigned long long)tbytes, (unsigned long long)ref->stored);
+        if (c > 0 && rc == 0) {
+            uint64_t a = prev, b = v, r0 = (c - 1) * ref->chunk_rows;
+            uint64_t cr = rows - r0 < ref->chunk_rows ? rows - r0 : ref->chunk_rows;
+            uint64_t want = cr * row_bytes;
+            unsigned long long declared = ZSTD_getFrameContentSize(blob + a, (size_t)(b - a));
+            unsigned char *out = dest ? dest + r0 * row_bytes : tmp;
+            if (want / GRR_MAX_ZSTD_RATIO > b - a || declared != want) {
+                rc = grr_fail(f->r, "%s: chunk %llu declares %lld bytes, expected %llu", where,
+                              (unsigned long long)(c - 1), (long long)declared,
+                              (unsigned long long)want);
+            } else {
+                size_t got = ZSTD_decompress(out, (size_t)want, blob + a, (size_t)(b - a));
+                if (ZSTD_isError(got) || got != want)
+                    rc = grr_fail(f->r, "%s: chunk %llu does not decode to %llu bytes (%s)",
+                                  where, (unsigned long long)(c - 1), (unsigned long long)want,
+                                  ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size");
+                for (uint64_t j = 1; rc == 0 && ref->delta && j < cr; j++) {
+                    unsigned char *row = out + j * row_bytes, *up = row - row_bytes;
+                    if (ref->delta == 1)
+                        for (uint64_t i = 0; i < row_bytes; i++) row[i] ^= up[i];
+                    else
+                        for (uint64_t i = 0; i < row_bytes; i++) row[i] += up[i];
+                }
+                if (rc == 0) rc = check_codes(f->r, ref, out, want, where);
+            }
+        }
+        prev = v;
+    }
+    free(blob);
+    free(tmp);
+    return rc;
+}
+
 int read_ref(bin_t *f, const ref_t *ref, const char *where, const char *name,
                     unsigned char *dest) {
     if (check_bounds(f, ref, where, name) < 0) return -1;
+    if (ref->coded) return read_coded(f, ref, where, name, dest);
     unsigned char *chunk = dest ? NULL : malloc(CHUNK);
     if (!dest && !chunk) return grr_fail(f->r, "%s: out of memory", where);
     uint32_t crc = 0;

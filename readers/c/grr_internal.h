@@ -10,6 +10,9 @@
 #define GRR_MAX_JSON_BYTES (1ull << 28)
 #define GRR_MAX_NESTING 64
 #define GRR_MAX_DIM (1ull << 48)
+#define GRR_MAX_CHUNK_ROWS 65536
+#define GRR_MAX_CHUNK_BYTES (1ull << 28)
+#define GRR_MAX_ZSTD_RATIO 32768ull
 #define GRR_MANIFEST_SUFFIX ".manifest.json"
 #define GRR_LEGACY_PREFIX "openaigym.trace."
 
@@ -101,6 +104,10 @@ typedef struct {
     uint64_t offset, size;
     int has_crc;
     uint32_t crc;
+    int coded;                /* version 2: zstd chunks (see "Compressed arrays") */
+    uint64_t stored;          /* bytes in the file at offset (== size when raw) */
+    uint64_t chunk_rows;
+    int delta;                /* 0 none, 1 xor, 2 sub */
 } ref_t;
 
 /* The .bin file of one entry's batch, opened on first use. */

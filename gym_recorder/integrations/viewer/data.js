@@ -142,7 +142,20 @@ export class Leaf {
     let row0 = 0;
     for (const seg of this.segments) {
       const lo = Math.max(a, row0), hi = Math.min(b, row0 + seg.rows);
-      if (lo < hi) {
+      if (lo < hi && seg.ref.codec !== undefined && seg.ref.codec !== null) {
+        // A compressed segment: decoded whole once (a few chunks of frames), then sliced.
+        if (!this._decoded) this._decoded = new Map();
+        let whole = this._decoded.get(seg);
+        if (whole === undefined) {
+          const stored = checkRef(seg.ref)[4];
+          whole = decodeArray(seg.ref, await fetchRange(seg.file, seg.off, seg.off + stored), seg.off);
+          if (this._decoded.size >= 2) this._decoded.delete(this._decoded.keys().next().value);
+          this._decoded.set(seg, whole);
+        }
+        const per = whole.data.length / seg.rows;
+        parts.push({ ...whole, shape: [hi - lo, ...whole.shape.slice(1)],
+                     data: whole.data.slice((lo - row0) * per, (hi - row0) * per) });
+      } else if (lo < hi) {
         const start = seg.off + (lo - row0) * seg.rowBytes, size = (hi - lo) * seg.rowBytes;
         const ref = { __type: "ndarray", shape: [hi - lo, ...seg.ref.shape.slice(1)], order: "C",
           dtype: seg.ref.dtype, npyfile: seg.file, npyoff: start, size };

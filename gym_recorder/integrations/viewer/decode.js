@@ -17,6 +17,14 @@
 // for unicode (U) and byte strings (S) an Array of strings (trailing NULs removed, as numpy does).
 // Anything wrong with the reference (bad shape, size, offset out of bounds, unknown dtype)
 // throws an Error whose message names the problem.
+//
+// Compressed arrays (format version 2, "Compressed arrays" in the spec): a reference with
+// "codec": {"name": "zstd", "configuration": {"chunk_rows", "delta"}} and "stored" bytes at
+// npyoff: a table of chunk offsets (little-endian uint64), then one zstd frame per chunk of
+// rows, decoded with the vendored fzstd (fzstd.mjs, MIT) after checking each frame's declared
+// size; XOR / difference delta coding undone row by row. An unknown codec name throws.
+
+import { decompress as zstdDecompress } from "./fzstd.mjs";
 
 const LITTLE = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -99,10 +107,90 @@ export function checkRef(ref, fileSize = Infinity) {
   if (size !== count * dt.itemsize) {
     throw new Error(`size ${size} is not prod(shape) * itemsize = ${count * dt.itemsize}`);
   }
-  if (off + size > fileSize) {
-    throw new Error(`array out of bounds: bytes ${off}..${off + size} of a ${fileSize}-byte file`);
+  const stored = ref.codec === undefined || ref.codec === null ? size : checkCodec(ref, size);
+  if (off + stored > fileSize) {
+    throw new Error(`array out of bounds: bytes ${off}..${off + stored} of a ${fileSize}-byte file`);
   }
-  return [dt, ref.shape.slice(), count, off, size];
+  // (the last item: the bytes to read, the stored ones of a compressed array)
+  return [dt, ref.shape.slice(), count, off, stored];
+}
+
+// Rows per chunk and one chunk's decoded bytes at most; no zstd frame decodes to more than
+// 32768 times its size (a block of at most 128 KiB takes at least 4 bytes).
+const MAX_CHUNK_ROWS = 65536;
+const MAX_CHUNK_BYTES = 2 ** 28;
+const MAX_ZSTD_RATIO = 32768;
+const DELTAS = ["none", "xor", "sub"];
+
+/** Checks a compressed reference's codec; returns its stored bytes. */
+function checkCodec(ref, size) {
+  const codec = ref.codec;
+  if (typeof codec !== "object" || typeof codec.configuration !== "object" || codec.configuration === null) {
+    throw new Error("codec must be {name, configuration}");
+  }
+  if (codec.name !== "zstd") throw new Error(`unknown codec ${JSON.stringify(codec.name)} (this viewer knows zstd)`);
+  const rows = checkInt(codec.configuration.chunk_rows, "chunk_rows");
+  if (rows < 1 || rows > MAX_CHUNK_ROWS) throw new Error(`chunk_rows ${rows} not in [1, ${MAX_CHUNK_ROWS}]`);
+  if (!DELTAS.includes(codec.configuration.delta)) throw new Error(`unknown delta ${JSON.stringify(codec.configuration.delta)}`);
+  const stored = checkInt(ref.stored, "stored");
+  if (stored < 8 || ref.shape.length < 1) throw new Error("a compressed array needs rows and at least 8 stored bytes");
+  if (size > stored * MAX_ZSTD_RATIO) throw new Error(`${stored} stored bytes cannot decode to ${size} bytes`);
+  return stored;
+}
+
+/** The content size a zstd frame's header declares (-1: none). */
+function frameContentSize(b) {
+  if (b.length < 6 || b[0] !== 0x28 || b[1] !== 0xb5 || b[2] !== 0x2f || b[3] !== 0xfd) throw new Error("a chunk is not a zstd frame");
+  const fhd = b[4], fcsFlag = fhd >> 6, single = (fhd >> 5) & 1;
+  let at = 5 + (single ? 0 : 1) + [0, 1, 2, 4][fhd & 3];
+  const width = [single ? 1 : 0, 2, 4, 8][fcsFlag];
+  if (width === 0) return -1;
+  if (at + width > b.length) throw new Error("a zstd frame header is cut short");
+  let v = 0;
+  for (let i = width - 1; i >= 0; i--) v = v * 256 + b[at + i];
+  return width === 2 ? v + 256 : v;
+}
+
+/** A compressed array's decoded bytes (`size` of them) from its `stored` bytes. */
+function decodeChunks(ref, bytes, size) {
+  const rows = ref.shape[0], cr = ref.codec.configuration.chunk_rows, delta = ref.codec.configuration.delta;
+  const rowBytes = rows ? size / rows : 0;
+  const n = Math.ceil(rows / cr), tbytes = 8 * (n + 1);
+  if (tbytes > bytes.length) throw new Error("the stored bytes cannot hold the chunk table");
+  if (rowBytes * cr > MAX_CHUNK_BYTES) throw new Error("chunks too large");
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Uint8Array(size);
+  let prev = -1;
+  for (let c = 0; c <= n; c++) {
+    const big = view.getBigUint64(8 * c, true);
+    if (big > BigInt(bytes.length)) throw new Error("chunk offsets out of bounds");
+    const v = Number(big);
+    if ((c === 0 && v !== tbytes) || (c === n && v !== bytes.length) || (c > 0 && v <= prev)) {
+      throw new Error(`chunk offsets must ascend strictly from ${tbytes} to ${bytes.length}`);
+    }
+    if (c > 0) {
+      const r0 = (c - 1) * cr, nrows = Math.min(cr, rows - r0), want = nrows * rowBytes;
+      const frame = bytes.subarray(prev, v);
+      const declared = frameContentSize(frame);
+      if (declared !== want || want > frame.length * MAX_ZSTD_RATIO) {
+        throw new Error(`chunk ${c - 1} declares ${declared} bytes, expected ${want}`);
+      }
+      const dest = out.subarray(r0 * rowBytes, r0 * rowBytes + want);
+      const got = zstdDecompress(frame, dest);
+      if (got.length !== want) throw new Error(`chunk ${c - 1} decoded to ${got.length} bytes, expected ${want}`);
+      if (got !== dest) dest.set(got);
+      if (delta !== "none") {
+        for (let j = 1; j < nrows; j++) {
+          const row = dest.subarray(j * rowBytes, (j + 1) * rowBytes);
+          const up = dest.subarray((j - 1) * rowBytes, j * rowBytes);
+          if (delta === "xor") for (let i = 0; i < rowBytes; i++) row[i] ^= up[i];
+          else for (let i = 0; i < rowBytes; i++) row[i] = (row[i] + up[i]) & 255;
+        }
+      }
+    }
+    prev = v;
+  }
+  return out;
 }
 
 /**
@@ -114,12 +202,19 @@ export function checkRef(ref, fileSize = Infinity) {
  */
 export function decodeArray(ref, buffer, base = 0) {
   if (!(buffer instanceof ArrayBuffer)) throw new Error("buffer must be an ArrayBuffer");
-  const [dt, shape, count, off, size] = checkRef(ref);
+  const [dt, shape, count, off, stored] = checkRef(ref);
   const start = off - base;
-  if (start < 0 || start + size > buffer.byteLength) {
-    throw new Error(`array out of bounds: bytes ${off}..${off + size} not in the ${buffer.byteLength} ` +
+  if (start < 0 || start + stored > buffer.byteLength) {
+    throw new Error(`array out of bounds: bytes ${off}..${off + stored} not in the ${buffer.byteLength} ` +
       `bytes read from offset ${base}${base === 0 ? " (the whole file)" : ""}`);
   }
+  if (ref.codec !== undefined && ref.codec !== null) {
+    const size = count * dt.itemsize;
+    const raw = decodeChunks(ref, new Uint8Array(buffer, start, stored), size);
+    const plain = { __type: "ndarray", shape, order: "C", dtype: ref.dtype, npyoff: 0, size };
+    return decodeArray(plain, raw.buffer, 0);
+  }
+  const size = stored;
   const out = { dtype: dt.str, shape, data: null };
   if (dt.kind === "U" || dt.kind === "S") {
     out.data = decodeStrings(dt, buffer, start, count);

@@ -1,0 +1,234 @@
+"""Benchmarks zstd-compressed leaves on real ALE frames: size, recording cost, reading speed.
+
+For each case (raw ALE frames of five games, stacked 4x84x84 frames of two, noise frames) it
+records ``--steps`` random-policy steps three ways: the bare env, recorded raw, recorded with
+``compression="zstd"``, and prints bytes per 10,000 steps (measured on ``--steps`` and
+scaled), the ratio, the added microseconds per step over the bare env, decoded read
+throughput (iterating every episode, and ``column``), and the median latency of one random
+frame (``episode_rows(i).rows("observations", k, k + 1)``). Then, on the recorded frames in
+memory, the designs compared: delta coding (none / xor) and rows per chunk (1, 4, 8, 16).
+Lines end in ``ok`` or ``MISS`` against the targets of issue 34.
+
+Run from the repository root::
+
+    python benchmarks/bench_compress.py                # 2,000 steps a case
+    python benchmarks/bench_compress.py --steps 300    # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path[:0] = [REPO, HERE]
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+from gym_recorder import RecordingReader, RecordingWrapper, Zstd  # noqa: E402
+from gym_recorder.format.codecs import decode_rows, encode_rows  # noqa: E402
+
+GAMES = ("Breakout", "Pong", "MsPacman", "SpaceInvaders", "Seaquest")
+STACKED = ("Breakout", "MsPacman")
+TARGET_RAW_MEDIAN, TARGET_RAW_MIN, TARGET_STACKED = 300.0, 50.0, 100.0
+TARGET_NOISE_OVER = 1.10
+TARGET_READ_GBPS, TARGET_FRAME_US = 1.0, 200.0
+
+
+class Noise(gym.Env):
+    """Incompressible 210x160x3 frames."""
+
+    observation_space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
+    action_space = gym.spaces.Discrete(4)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return self.np_random.integers(0, 256, (210, 160, 3), np.uint8), {}
+
+    def step(self, action: Any) -> Any:
+        return self.np_random.integers(0, 256, (210, 160, 3), np.uint8), 0.0, False, False, {}
+
+
+def make(case: str) -> gym.Env:
+    import ale_py
+
+    gym.register_envs(ale_py)
+    if case == "noise":
+        return gym.wrappers.TimeLimit(Noise(), 1000)
+    if case.endswith("-stacked"):
+        env = gym.make(f"ALE/{case.split('-')[0]}-v5", frameskip=1)
+        return gym.wrappers.FrameStackObservation(gym.wrappers.AtariPreprocessing(env), 4)
+    return gym.make(f"ALE/{case}-v5")
+
+
+def run(case: str, steps: int, directory: str | None, compression: Any, target: int) -> float:
+    """Seconds per step of ``steps`` random steps (recorded into ``directory`` if given)."""
+    env = make(case)
+    if directory is not None:
+        env = RecordingWrapper(env, directory, compression=compression,
+                               target_batch_bytes=target)
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, te, tr, _ = env.step(env.action_space.sample())
+        if te or tr:
+            env.reset()
+    env.close()
+    return (time.perf_counter() - t0) / steps
+
+
+def bin_bytes(d: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+
+
+def reading(d: str) -> tuple[float, float, float]:
+    """(GB/s iterating, GB/s column, median us of a random frame), over raw frame bytes."""
+    with RecordingReader(d) as reader:
+        t0 = time.perf_counter()
+        nbytes = sum(ep.observations.nbytes for ep in reader)
+        it = nbytes / (time.perf_counter() - t0) / 1e9
+    with RecordingReader(d) as reader:
+        t0 = time.perf_counter()
+        col = reader.column("observations")
+        cb = col.nbytes / (time.perf_counter() - t0) / 1e9
+    with RecordingReader(d) as reader:
+        rng = np.random.default_rng(0)
+        rows = [reader.episode_rows(i) for i in range(len(reader))]
+        lat = []
+        for _ in range(200):
+            i = int(rng.integers(0, len(rows)))
+            k = int(rng.integers(0, len(rows[i]) + 1))
+            t0 = time.perf_counter()
+            rows[i].rows("observations", k, k + 1)
+            lat.append(time.perf_counter() - t0)
+    return it, cb, statistics.median(lat) * 1e6
+
+
+def designs(d: str) -> list[str]:
+    """Ratio, encode us/frame and random-frame decode us per (delta, chunk rows)."""
+    with RecordingReader(d) as reader:
+        frames = reader[0].observations[:400]
+    out = []
+    for delta in ("none", "xor"):
+        for rows in (1, 4, 8, 16, 32):
+            codec = Zstd(level=3, chunk_rows=rows, delta=delta)
+            t0 = time.perf_counter()
+            coded = encode_rows(np.ascontiguousarray(frames), codec)
+            enc = (time.perf_counter() - t0) / len(frames) * 1e6
+            if coded is None:
+                out.append(f"    delta {delta:4} chunk {rows:2}: stays raw")
+                continue
+            blob = coded[0]
+
+            class Ref:
+                pass
+            ref = Ref()
+            ref.codec, ref.shape, ref.size = codec, frames.shape, frames.nbytes  # type: ignore
+            ref.stored, ref.offset, ref.crc32 = len(blob), 0, None  # type: ignore
+            buf = np.frombuffer(blob, np.uint8)
+            one = np.empty((1, *frames.shape[1:]), np.uint8)
+            rng = np.random.default_rng(0)
+            t0 = time.perf_counter()
+            for _ in range(100):
+                k = int(rng.integers(0, len(frames)))
+                decode_rows(ref, lambda o, s: buf[o:o + s], k, k + 1, one, "bench")
+            dec = (time.perf_counter() - t0) / 100 * 1e6
+            out.append(f"    delta {delta:4} chunk {rows:2}: {frames.nbytes / len(blob):7.0f}x, "
+                       f"encode {enc:6.1f} us/frame, random frame {dec:6.1f} us")
+    return out
+
+
+_RSS_CHILD = """
+import resource, sys, tempfile
+sys.path[:0] = {paths!r}
+from bench_compress import run
+run({case!r}, {steps}, tempfile.mkdtemp(), {comp!r}, {target})
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_rss(case: str, steps: int, compression: Any, target: int) -> float:
+    """Peak RSS (MB) of a fresh process recording ``steps`` steps of ``case``."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _RSS_CHILD.format(
+        paths=[REPO, HERE], case=case, steps=steps, comp=compression, target=target)],
+        capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
+
+
+def mark(ok: bool) -> str:
+    return "ok" if ok else "MISS"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--cases", nargs="*", default=None)
+    parser.add_argument("--no-designs", action="store_true")
+    parser.add_argument("--target", type=int, default=32 << 20,
+                        help="target_batch_bytes of both recordings (raw bytes held in memory; "
+                             "default 32 MiB: fewer batch JSONs per frame)")
+    args = parser.parse_args()
+    cases = args.cases or [*GAMES, *(f"{g}-stacked" for g in STACKED), "noise"]
+    scale = 10_000 / args.steps
+    print(f"{args.steps} random steps a case, bytes scaled to 10,000 steps; "
+          f"compression=Zstd() defaults {Zstd()!r}; target_batch_bytes {args.target:,}")
+    ratios: dict[str, float] = {}
+    tmp = tempfile.mkdtemp(prefix="bench_compress.")
+    try:
+        for case in cases:
+            raw_d, z_d = os.path.join(tmp, case + ".raw"), os.path.join(tmp, case + ".zstd")
+            bare = run(case, args.steps, None, None, args.target)
+            raw_t = run(case, args.steps, raw_d, None, args.target)
+            z_t = run(case, args.steps, z_d, "zstd", args.target)
+            raw_b, z_b = bin_bytes(raw_d), bin_bytes(z_d)
+            ratio = raw_b / z_b
+            ratios[case] = ratio
+            it_r, col_r, lat_r = reading(raw_d)
+            it_z, col_z, lat_z = reading(z_d)
+            print(f"{case:20} raw {raw_b * scale / 1e6:9.1f} MB  zstd {z_b * scale / 1e6:8.2f} MB "
+                  f"per 10k steps ({ratio:6.0f}x); us/step over bare: raw "
+                  f"{(raw_t - bare) * 1e6:+6.0f}, zstd {(z_t - bare) * 1e6:+6.0f} "
+                  f"(bare {bare * 1e6:.0f}) {mark(z_t <= raw_t * 1.05 or z_t - bare < 50e-6)}")
+            print(f"{'':20} read GB/s iterate raw {it_r:5.2f} zstd {it_z:5.2f} "
+                  f"{mark(it_z >= TARGET_READ_GBPS)}; column raw {col_r:5.2f} zstd {col_z:5.2f} "
+                  f"{mark(col_z >= TARGET_READ_GBPS)}; random frame raw {lat_r:5.0f} us, "
+                  f"zstd {lat_z:5.0f} us {mark(lat_z <= TARGET_FRAME_US)}")
+            if case == "noise":
+                print(f"{'':20} noise: zstd/raw bytes {z_b / raw_b:.3f} "
+                      f"{mark(z_b <= raw_b * TARGET_NOISE_OVER)}")
+            if not args.no_designs and case != "noise":
+                print("\n".join(designs(raw_d)))
+            shutil.rmtree(raw_d)
+            shutil.rmtree(z_d)
+        if "Breakout" in cases:  # the batch target bounds raw bytes held, compressed or not
+            for target in (5_000_000, args.target):
+                raw_rss = peak_rss("Breakout", args.steps, None, target)
+                z_rss = peak_rss("Breakout", args.steps, "zstd", target)
+                print(f"peak RSS, Breakout, target_batch_bytes {target:,}: raw {raw_rss:.0f} MB, "
+                      f"zstd {z_rss:.0f} MB {mark(z_rss <= raw_rss * 1.2 + 20)}")
+        games = [ratios[g] for g in GAMES if g in ratios]
+        if games:
+            med = statistics.median(games)
+            print(f"raw ALE frames: median {med:.0f}x {mark(med >= TARGET_RAW_MEDIAN)}, "
+                  f"min {min(games):.0f}x {mark(min(games) >= TARGET_RAW_MIN)}")
+        stacked = [ratios[f"{g}-stacked"] for g in STACKED if f"{g}-stacked" in ratios]
+        if stacked:
+            print(f"stacked frames: min {min(stacked):.0f}x "
+                  f"{mark(min(stacked) >= TARGET_STACKED)}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
