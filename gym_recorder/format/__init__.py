@@ -315,6 +315,10 @@ spaces) are stored as VALUEs: JSON null, true/false, numbers and strings stand f
 - ``"bytes"``: ``{"base64": "..."}``.
 - ``"graph"``: ``{"nodes": VALUE, "edges": VALUE, "edge_links": VALUE}``, a gymnasium GraphInstance.
 
+A dict subclass (``collections.OrderedDict``, ``defaultdict``, ...) is written as a dict of its
+items in their order: its type (and a ``defaultdict``'s factory) is not kept, and readers give a
+plain dict back.
+
 Trees (TREE)
 ============
 Observations and actions follow the space: a Box, Discrete, MultiDiscrete or MultiBinary leaf is

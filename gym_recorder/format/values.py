@@ -256,7 +256,9 @@ def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
         if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
             raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
         return value.copy()
-    if t is dict:
+    if t is dict or isinstance(value, dict):
+        # A dict subclass (defaultdict, OrderedDict, ...) is kept as a plain dict of its items:
+        # its type (and a defaultdict's factory) is not stored.
         return _copy_dict(value, where, depth + 1, str_keys=False)
     if t is list:
         return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
@@ -285,10 +287,8 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
         info = info_filter(info)
         if not info:
             return None
-    if type(info) is not dict:
-        if not isinstance(info, dict):
-            raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
-        info = dict(info)
+    if type(info) is not dict and not isinstance(info, dict):
+        raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
     return _copy_dict(info, where, 1, str_keys=True)
 
 
