@@ -20,6 +20,14 @@ __all__ = ["cmd_info", "cmd_plot", "cmd_export", "cmd_export_training", "cmd_imp
            "cmd_verify", "cmd_repair", "cmd_view", "cmd_push"]
 
 
+def _episodes(episodes: int, empty: int) -> str:
+    """info's episode count: the episodes with steps, the empty ones (a reset, then no step)
+    apart, since the figures leave them out."""
+    if not empty:
+        return f"{episodes:,}"
+    return f"{episodes - empty:,}, and {empty:,} empty (reset, no step; not in the figures)"
+
+
 def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
     """info's lines for each env of a directory that holds several."""
     lines = []
@@ -28,7 +36,8 @@ def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
             f"  env id           {g['env_id'] or '-'}",
             f"    observation    {g['observation_space'] or '-'}",
             f"    action         {g['action_space'] or '-'}",
-            f"    episodes       {g['episodes']:,}, steps {g['steps']:,}, writers "
+            f"    episodes       {_episodes(g['episodes'], g.get('empty_episodes', 0))}, "
+            f"steps {g['steps']:,}, writers "
             f"{', '.join(map(str, g['writers']))}",
             f"    total_reward   mean {number(g['total_reward_mean'])}, "
             f"min {number(g['total_reward_min'])}, max {number(g['total_reward_max'])}",
@@ -53,7 +62,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"env id             {s['env_id'] or '-'}",
         f"observation space  {s['observation_space'] or '-'}",
         f"action space       {s['action_space'] or '-'}",
-        f"episodes           {s['episodes']:,}",
+        f"episodes           {_episodes(s['episodes'], s['empty_episodes'])}",
         f"steps              {s['steps']:,}",
         f"total_reward       mean {number(s['total_reward_mean'])}, "
         f"min {number(s['total_reward_min'])}, max {number(s['total_reward_max'])}",

@@ -113,7 +113,10 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
         ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
         ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per way an
-        episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
+        episode ended; ``"none"`` for episodes that did not end), ``empty_episodes`` (how many
+        of ``episodes`` have 0 steps: a reset, then no step, as a loop that resets after the
+        last truncation and then closes leaves; they are left out of the returns and
+        ``ends``, and kept in ``episode_table``), ``writers`` (a list of dicts:
         ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
         and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
         ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``,
@@ -127,8 +130,9 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         rows: list[dict[str, Any]] = []
         ends: dict[str, int] = {}
         for ep in reader.summaries():  # rewards only: no observations are read
-            end = ep.end if ep.end is not None else "none"
-            ends[end] = ends.get(end, 0) + 1
+            if ep.length:  # an empty episode (a reset, then no step) has no end to count
+                end = ep.end if ep.end is not None else "none"
+                ends[end] = ends.get(end, 0) + 1
             rows.append({"index": ep.index, "length": ep.length,
                          "total_reward": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
                          "sub_env": ep.sub_env, "writer": number[ep.writer]})
@@ -147,11 +151,13 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if len(envs) > 1:  # several envs: no single env id or spaces for the whole directory
         env_id = obs_space = act_space = None
         first = {}
-    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None], dtype=float)
+    returns = np.array([r["total_reward"] for r in rows
+                        if r["total_reward"] is not None and r["length"]], dtype=float)
     return {
         "directory": os.fspath(directory),
         "env_id": env_id,
         "episodes": len(rows),
+        "empty_episodes": sum(1 for r in rows if not r["length"]),
         "steps": int(sum(r["length"] for r in rows)),
         "bytes": dir_bytes(directory),
         "observation_space": _space_text(obs_space, first.get("observation_space")),
@@ -320,7 +326,7 @@ def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
         MissingExtraError: if matplotlib is not installed.
         ExportError: if the recording has no episodes.
     """
-    rows = summary["episode_table"]
+    rows = [r for r in summary["episode_table"] if r["length"]]  # empty ones: no return
     if not rows:
         raise ExportError(f"{summary['directory']}: the recording holds no episodes to plot")
     _require("matplotlib", "plot")

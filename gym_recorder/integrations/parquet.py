@@ -120,7 +120,8 @@ def _row_bytes(cols: dict[str, Any]) -> int:
 
 def _card(meta: dict[str, Any], files: int) -> str:
     env = meta["env_id"] or "an unnamed environment"
-    eps = meta["episodes"]
+    eps = [e for e in meta["episodes"] if e["length"]]  # an empty episode has no return
+    empty = len(meta["episodes"]) - len(eps)
     returns = np.array([e["return"] for e in eps if e["return"] is not None], dtype=float)
     ends: dict[str, int] = {}
     for e in eps:
@@ -145,6 +146,9 @@ def _card(meta: dict[str, Any], files: int) -> str:
               f"- action space: `{meta['action_space_str']}`", "",
               "## Episodes", "",
               f"- episodes: {len(eps)}, steps: {meta['steps']}"]
+    if empty:
+        lines[-1] += (f" ({empty} more episode{'s' if empty != 1 else ''} of 0 steps, a reset "
+                      f"with no step after it, left out of these figures)")
     if returns.size:
         lines.append(f"- return: mean {returns.mean():.6g}, min {returns.min():.6g}, "
                      f"max {returns.max():.6g}")
