@@ -89,6 +89,14 @@ def _pixels(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    """argparse type for --meta: KEY=VALUE (the value a string, possibly empty)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. author=me")
+    return key.strip(), value
+
+
 def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
     """--import (record, replay, video) and --env-kwargs (replay, video)."""
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
@@ -146,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record CartPole-v1 -d rec --policy mypolicies:balance",
                 "gym-recorder record CartPole-v1 -d rec --env-kwargs "
                 "'{\"render_mode\": \"rgb_array\"}'",
-                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
+                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100",
+                "gym-recorder record CartPole-v1 -d rec --meta author=me --meta notes='first try'"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
                                   "'module:EnvId' imports module first)")
     p.add_argument("--directory", "-d", required=True, metavar="DIR",
@@ -175,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            f"{DEFAULT_FLUSH_INTERVAL:g})")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
+    p.add_argument("--meta", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="who or what made the recording (repeatable), e.g. --meta author=me "
+                        "--meta algorithm_name=random: shown by info, exported to Minari "
+                        "and Parquet")
     _add_env_options(p, kwargs=False)
 
     p = add("info", cmd_info, "summarise a recording",

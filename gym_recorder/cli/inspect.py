@@ -28,6 +28,17 @@ def _episodes(episodes: int, empty: int) -> str:
     return f"{episodes - empty:,}, and {empty:,} empty (reset, no step; not in the figures)"
 
 
+def _metadata_lines(metadata: dict[str, Any]) -> list[str]:
+    """info's lines for a recording's metadata: one a key, strings as they are."""
+    lines = []
+    for n, (key, value) in enumerate(metadata.items()):
+        # (a string with control characters is quoted: it comes from a file, not a person)
+        text = (value if isinstance(value, str) and value.isprintable()
+                else json.dumps(value, ensure_ascii=False))
+        lines.append(f"{'metadata' if n == 0 else '':<19}{key}: {text}")
+    return lines
+
+
 def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
     """info's lines for each env of a directory that holds several."""
     lines = []
@@ -72,11 +83,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     ]
     if len(s.get("envs", ())) > 1:
         lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
+    distinct = {json.dumps(w.get("metadata"), sort_keys=True) for w in s["writers"]}
+    if s.get("metadata") and len(distinct) == 1:  # one metadata for all: shown once
+        lines[-1:-1] = _metadata_lines(s["metadata"])
     for k, w in enumerate(s["writers"]):
         state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
         vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
         lines.append(f"  {k:>3}  {w['prefix']}  {count(w['episodes'], 'episode')}, "
                      f"{count(w['batches'], 'batch', 'batches')}, {state}{vector}")
+        if len(distinct) > 1 and w.get("metadata"):
+            lines.append(f"       metadata {json.dumps(w['metadata'], ensure_ascii=False)}")
     print("\n".join(lines))
     rows = s["episode_table"]
     if not rows:

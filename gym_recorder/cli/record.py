@@ -195,6 +195,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                                        "flush_interval": args.flush_interval}
     if args.file_prefix:
         recorder_kwargs["file_prefix"] = args.file_prefix
+    if getattr(args, "meta", None):
+        recorder_kwargs["metadata"] = dict(args.meta)
     if args.num_envs is not None:
         try:
             from ..record import vector  # noqa: F401  (imported lazily: only vector recording needs it)

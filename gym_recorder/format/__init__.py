@@ -95,6 +95,14 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           the same way
     "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
     "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
+    "metadata": {...}                     optional: who or what produced the recording, as the
+                                          user gave it (``RecordingWrapper(metadata=...)``,
+                                          ``record --meta KEY=VALUE``): an object of plain JSON
+                                          (no ``"__type"`` encoding), at most 64 KiB. Keys
+                                          Minari knows (``algorithm_name``, ``author``,
+                                          ``author_email``, ``code_permalink``,
+                                          ``description``) are exported to it. Readers MUST
+                                          NOT require it and MUST NOT trust its content
     "batches": [BATCH, ...]                in commit order
     "complete": false | true               true once the writer was closed cleanly
 
@@ -129,7 +137,7 @@ An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
 BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuilt from the batch
 files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
-vector), so that a lost manifest can be rebuilt from the batch files alone; readers use the
+vector, metadata), so that a lost manifest can be rebuilt from the batch files alone; readers use the
 manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
 BATCH's; readers MAY ignore them (gym_recorder's does; ``verify`` reports a ``first`` that
 differs). Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
@@ -431,7 +439,8 @@ JavaScript decoder of the browser viewer, ``gym_recorder/integrations/viewer/dec
 
 Version history
 ===============
-1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional batch INDEX
+1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional manifest
+(and HEADER) key ``"metadata"``, which readers that do not know it ignore, and the optional batch INDEX
 (manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
 readers that do not know it ignore the keys, and one that refuses bytes after the last array it
 knows of (which the text above allows) refuses such batches. Files without ``"format"``/``"version"`` whose prefix starts

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..read.envgroups import group_envs
 from ..errors import FormatError, RecorderError, UnsupportedSpaceError, install_hint
+from ..format.values import manifest_metadata
 from ..read.reader import RecordingReader
 
 __all__ = [
@@ -117,7 +118,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         of ``episodes`` have 0 steps: a reset, then no step, as a loop that resets after the
         last truncation and then closes leaves; they are left out of the returns and
         ``ends``, and kept in ``episode_table``), ``writers`` (a list of dicts:
-        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
+        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``, ``metadata``), ``metadata`` (the first writer's that has one:
+        who or what produced the recording, see ``RecordingWrapper(metadata=...)``)
         and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
         ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``,
         ``env_id``), and ``envs``: one dict per env id (see
@@ -142,7 +144,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         first = next((w["manifest"] for w in writers if not w["legacy"]), None) or {}
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
-                    "vector": w["manifest"].get("vector") if not w["legacy"] else None}
+                    "vector": w["manifest"].get("vector") if not w["legacy"] else None,
+                    "metadata": manifest_metadata(w["manifest"]) if not w["legacy"] else None}
                    for w in writers]
     envs = group_envs(rows, [{**w, "observation_space": o, "action_space": a}
                              for w, (o, a) in zip(writer_rows, spaces)])
@@ -158,6 +161,7 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "env_id": env_id,
         "episodes": len(rows),
         "empty_episodes": sum(1 for r in rows if not r["length"]),
+        "metadata": next((w["metadata"] for w in writer_rows if w["metadata"]), None),
         "steps": int(sum(r["length"] for r in rows)),
         "bytes": dir_bytes(directory),
         "observation_space": _space_text(obs_space, first.get("observation_space")),

@@ -35,6 +35,7 @@ from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
 from ..format.spaces import describe_space, unknown_space
+from ..format.values import manifest_metadata
 
 __all__ = ["export_minari", "import_minari", "import_env_module"]
 
@@ -252,6 +253,23 @@ def _same_json(back: Any, value: Any) -> bool:
     return bool(back == value)
 
 
+# Metadata keys (RecordingWrapper(metadata=...), record --meta) that Minari's datasets have.
+MINARI_METADATA_KEYS = ("algorithm_name", "author", "author_email", "code_permalink",
+                        "description")
+
+
+def _minari_metadata(manifest: Any, has_description: bool) -> dict[str, Any]:
+    """The recording's metadata that Minari keeps, as create_dataset_from_buffers' arguments
+    (strings only: a recording's metadata is untrusted; ``description`` given to the export
+    wins)."""
+    metadata = manifest_metadata(manifest) or {}
+    out = {key: metadata[key] for key in MINARI_METADATA_KEYS
+           if isinstance(metadata.get(key), str) and metadata[key]}
+    if has_description:
+        out.pop("description", None)
+    return out
+
+
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
     """The namespace of ``NAMESPACE/NAME-vN`` (ValueError, one line, for anything else)."""
     try:
@@ -346,6 +364,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             action_space=source.action_space, data_format="hdf5", eval_env=spec,
             algorithm_name="recorded with gym_recorder",
             description=description or f"Exported by gym_recorder from {directory}.")
+        kwargs.update(_minari_metadata(source.manifest, description is not None))
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
             kwargs["jpeg_encoding"] = False
         remove_stale_temps(root, "gym_recorder")  # (of exports killed before)

@@ -35,6 +35,7 @@ from ..format import exact_in
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
 from ..format.spaces import describe_space
+from ..format.values import manifest_metadata
 from ..training.transitions import Transitions, transitions, tree_leaves
 
 __all__ = ["export_parquet", "DEFAULT_MAX_FILE_BYTES", "METADATA_NAME"]
@@ -118,6 +119,17 @@ def _row_bytes(cols: dict[str, Any]) -> int:
     return max(total, 1)
 
 
+def _metadata_section(metadata: Any) -> list[str]:
+    """The card's lines for the recording's metadata (who or what produced it), if any."""
+    if not metadata:
+        return []
+    lines = ["## Provenance", ""]
+    for key, value in metadata.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"- {key}: {' '.join(text.split())}")  # (one line each, whatever it holds)
+    return lines + [""]
+
+
 def _card(meta: dict[str, Any], files: int) -> str:
     env = meta["env_id"] or "an unnamed environment"
     eps = [e for e in meta["episodes"] if e["length"]]  # an empty episode has no return
@@ -139,6 +151,7 @@ def _card(meta: dict[str, Any], files: int) -> str:
               f"{files} Parquet file{'s' if files != 1 else ''} under `data/`. Exported by "
               f"gym_recorder {__version__} from a recording made with gym_recorder "
               f"{meta['recorder'] or 'unknown'}.", "",
+              *_metadata_section(meta.get("metadata")),
               "## Environment", "",
               f"- env id: `{meta['env_id']}`",
               f"- env spec: `{json.dumps(meta['env_spec'])}`",
@@ -297,6 +310,7 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,
             "recorder": (manifest.get("writer") or {}).get("library_version"),
             "env_id": source.env_id, "env_spec": manifest.get("env_spec"),
+            "metadata": manifest_metadata(manifest),
             "observation_space": describe_space(source.observation_space),
             "action_space": describe_space(source.action_space),
             "observation_space_str": str(source.observation_space),

@@ -14,6 +14,7 @@ from .buffer import StepBuffer
 from ..format.envspec import capture_spec, vector_sub_env_spec
 from ..errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from ..format.spaces import Layout, describe_space
+from ..format.values import check_metadata
 from .session import RecordingSession, check_options
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
@@ -48,6 +49,7 @@ class _Settings(TypedDict):
     info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None
     flush_interval: float | None
     fsync: bool
+    metadata: dict[str, Any] | None
 
 
 class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -81,6 +83,9 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             step and reset); None for no time bound.
         fsync: make every batch durable (fsync) before committing it, so it survives a power
             loss; otherwise data is fsynced at ``flush()`` and ``close()``.
+        metadata: who or what produced the recording, as plain JSON (e.g. ``{"algorithm_name":
+            "PPO", "author": "me", "notes": "..."}``): the manifest's ``metadata``, shown by
+            ``gym-recorder info`` and exported to Minari and Parquet.
 
     Raises:
         FileExistsError: if ``file_prefix`` is already used in the directory.
@@ -92,24 +97,28 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                  record_infos: bool = True,
                  info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, metadata: dict[str, Any] | None = None) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
+        metadata = check_metadata(metadata) if metadata is not None else None
         # gym.make(env.spec) rebuilds the recorder as a new writer (file_prefix: a new one).
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, directory=os.path.abspath(os.fspath(directory)),
             file_prefix=None,
             target_batch_bytes=target_batch_bytes, record_infos=record_infos,
-            info_filter=info_filter, flush_interval=flush_interval, fsync=fsync)
+            info_filter=info_filter, flush_interval=flush_interval, fsync=fsync,
+            metadata=metadata)
         super().__init__(env)
         self._settings: _Settings = {"directory": os.fspath(directory), "target_batch_bytes":
                           target_batch_bytes, "record_infos": record_infos,
                           "info_filter": info_filter, "flush_interval": flush_interval,
-                          "fsync": fsync}
+                          "fsync": fsync, "metadata": metadata}
         self._start_recorder(file_prefix, lazy=False)
 
     def _start_recorder(self, file_prefix: str | None, lazy: bool) -> None:
         settings = self._settings
         header = env_header(self.env, self.env.observation_space, self.env.action_space)
+        if settings.get("metadata"):
+            header["metadata"] = settings.get("metadata")
         obs_layout = Layout(header["observation_space"])
         act_layout = Layout(header["action_space"])
         self._buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],
