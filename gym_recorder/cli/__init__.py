@@ -280,6 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
                         "holds several envs)")
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (repeatable; minari): a package that registers the "
+                        "env, so that its spec is exported (the recorded env module is tried "
+                        "by itself)")
 
     p = add("verify", cmd_verify, "check every file of a recording",
             "Check every manifest, batch file and array (sizes, checksums) of a recording; "

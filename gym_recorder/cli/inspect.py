@@ -165,7 +165,8 @@ def cmd_export_training(args: argparse.Namespace) -> int:
                               "(Minari's root, MINARI_DATASETS_PATH, decides where it goes)")
         from ..integrations.minari_io import export_minari
 
-        r = export_minari(args.directory, args.dataset_id, episodes=episodes)
+        r = export_minari(args.directory, args.dataset_id, episodes=episodes,
+                          imports=args.imports or ())
         say(args, f"wrote Minari dataset {r['dataset_id']} at {r['path']}: {r['episodes']} "
                    f"episodes, {r['steps']} steps")
         if r["skipped"]:

@@ -29,8 +29,9 @@ import numpy as np
 
 from ..errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
                      RecorderError, UnsupportedSpaceError)
-from ..format.envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers, fill_env_only_wrappers
-from .export import _require
+from ..format.envspec import (MAKE_VEC_ARGUMENTS, EnvRebuilder, SpecError, active_vector_wrappers,
+                              fill_env_only_wrappers, import_modules)
+from .export import ExportError, _require
 from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
@@ -149,14 +150,16 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
     if not env_id:
         return None, None
     import_env_module(env_id)
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error:
-        return None, None  # not registered here: the dataset gets the spaces only
     raw = source.manifest.get("env_spec")
     recorded: dict[str, Any] = raw if isinstance(raw, dict) else {}
     vector = source.manifest.get("vector") is not None
     rebuild = EnvRebuilder(recorded, vector=vector)
+    try:  # (ale_py, minigrid, highway_env, ... register their ids when imported: as replay does,
+        # the recorded entry point's module and imports are imported)
+        rebuild.ensure_registered(env_id)
+        spec = gym.spec(env_id)
+    except (SpecError, gym.error.Error) as e:
+        return None, f"{str(e).splitlines()[0]}; the dataset has the spaces only"
     kwargs = dict(rebuild.kwargs)
     if vector:  # the spec of a make_vec env holds make_vec's arguments: the sub-env has the rest
         mode = kwargs.pop("vectorization_mode", None)
@@ -285,7 +288,8 @@ def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
 
 
 def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
-                  episodes: Iterable[int] | None = None, description: str | None = None) -> dict[str, Any]:
+                  episodes: Iterable[int] | None = None, description: str | None = None,
+                  imports: Iterable[str] = ()) -> dict[str, Any]:
     """Writes a recording as the Minari dataset ``dataset_id`` in Minari's local root.
 
     Args:
@@ -293,6 +297,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         dataset_id: ``NAMESPACE/NAME-vN`` (or ``NAME-vN``); it must not exist yet.
         episodes: reader indices to export (all by default).
         description: the dataset's description.
+        imports: modules to import first (packages that register the env or define its
+            wrappers; the recorded entry point's module and imports are tried by themselves).
 
     Returns:
         ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why},
@@ -311,8 +317,13 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         EmptySelectionError: if no selected episode has a step.
         ValueError: if ``dataset_id`` is not ``NAMESPACE/NAME-vN`` or ``NAME-vN``.
         MissingExtraError: if minari is not installed.
+        ExportError: if a module of ``imports`` cannot be imported.
     """
     minari = _require("minari", "minari")
+    try:
+        import_modules(list(imports))
+    except ImportError as e:
+        raise ExportError(str(e)) from e
     from minari.data_collector import EpisodeBuffer
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.storage.datasets_root_dir import get_dataset_path
