@@ -392,7 +392,9 @@ arrays, ``<i8`` when absent),
 ints), ``Text``
 (``min_length``, ``max_length``, and ``charset``: a string, or for a charset of more than 256
 characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
-``[[first, last], ...]``), ``Dict`` (``spaces``: [[key, SPACE], ...]),
+``[[first, last], ...]``; and ``class``, optional, when the recorded space was of another class
+whose values are strings, such as minigrid's MissionSpace: this writer then describes it as 0 to
+4096 printable ASCII characters, and keeps its values as they were), ``Dict`` (``spaces``: [[key, SPACE], ...]),
 ``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
 (``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
 (``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.

@@ -75,9 +75,13 @@ def dir_bytes(directory: str | os.PathLike[str]) -> int:
 def _space_text(space: Any, desc: Any) -> str | None:
     """A space as text; for one that holds a space gym_recorder does not know (so ``space`` is
     None), what it is and which class, rather than nothing."""
-    from ..format.spaces import unknown_space
+    from ..format.spaces import space_kept_as, unknown_space
 
     if space is not None:
+        kept = space_kept_as(desc)
+        if kept is not None:  # (minigrid's MissionSpace, described as Text)
+            path, kind, cls = kept
+            return f"{space} ({kind}{' at ' + path if path else ''}: a {cls}, recorded as {kind})"
         return str(space)
     unknown = unknown_space(desc)
     if unknown is None:

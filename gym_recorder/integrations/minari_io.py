@@ -35,7 +35,7 @@ from .export import ExportError, _require
 from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
-from ..format.spaces import describe_space, unknown_space
+from ..format.spaces import SpaceKeptAsWarning, describe_space, unknown_space
 from ..format.values import manifest_metadata
 
 __all__ = ["export_minari", "import_minari", "import_env_module"]
@@ -189,8 +189,7 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
         why = f"{type(e).__name__}: {e}".splitlines()[0]
         return None, (f"gymnasium.make({env_id!r}) with the recorded kwargs and wrappers failed "
                       f"({why}); the dataset has the spaces only")
-    if (env.observation_space, env.action_space) != (source.observation_space,
-                                                     source.action_space):
+    if not _same_spaces(env, source):
         env.close()  # (a wrapper that was not recorded changed them: another env than recorded)
         why = f" ({rebuild.problem})" if rebuild.problem else ""
         return None, (f"the env made again from the recorded spec has other spaces than the "
@@ -207,6 +206,18 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
     return env, None
 
 
+def _same_spaces(env: Any, source: SelectionSource) -> bool:
+    """True if the env's spaces are the recording's, as the format describes them (a space
+    recorded as a kind it is not, minigrid's MissionSpace as Text, is the same)."""
+    if (env.observation_space, env.action_space) == (source.observation_space,
+                                                     source.action_space):
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpaceKeptAsWarning)
+        return (describe_space(env.observation_space) == source.manifest.get("observation_space")
+                and describe_space(env.action_space) == source.manifest.get("action_space"))
+
+
 def _json_spec_problem(env: Any, source: SelectionSource) -> str:
     """Why the env's spec does not survive Minari's JSON (``EnvSpec.to_json()`` and
     ``from_json()``, then ``gymnasium.make``, with the recording's spaces), or "" if it does.
@@ -221,8 +232,7 @@ def _json_spec_problem(env: Any, source: SelectionSource) -> str:
     except Exception as e:  # noqa: BLE001  (not JSON, or the wrapper refuses what JSON gave)
         failure = f"{type(e).__name__}: {e}".splitlines()[0]
     else:
-        same = (again.observation_space, again.action_space) == (source.observation_space,
-                                                                 source.action_space)
+        same = _same_spaces(again, source)
         again.close()
         if same:
             return ""
