@@ -145,6 +145,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         width = max(len(k) for k in result["arrays"])
         for name, (shape, dtype) in result["arrays"].items():
             print(f"  {name.ljust(width)}  {np.dtype(dtype).name:<8}  {tuple(shape)}")
+        for key, why in result["infos_left_out"].items():
+            print(f"  info {key!r} not exported: {why}")
     return EXIT_OK
 
 
@@ -188,6 +190,8 @@ def cmd_export_training(args: argparse.Namespace) -> int:
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")
+    for key, why in r["infos_left_out"].items():
+        say(args, f"  info {key!r} not exported: {why}")
     return EXIT_OK
 
 

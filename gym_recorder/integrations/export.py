@@ -18,6 +18,7 @@ import numpy as np
 from ..read.envgroups import group_envs
 from ..errors import FormatError, RecorderError, UnsupportedSpaceError, install_hint
 from ..format.values import manifest_metadata
+from .infocolumns import info_columns
 from ..read.reader import RecordingReader
 
 __all__ = [
@@ -241,8 +242,13 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     - ``episode_seeds`` (int64, E): the reset seed, -1 when none was passed.
     - ``episode_sub_envs`` (int64, E): the sub-environment of vector recordings, -1 otherwise.
 
-    Leaves keep their recorded dtype and shape; Text leaves become unicode arrays. Infos are not
-    exported. Everything is assembled in memory before writing.
+    - ``infos/<key>`` (or ``infos/<key>/<sub>`` for nested dicts): S rows, the numeric info
+      each step returned (see :mod:`gym_recorder.integrations.infocolumns`), in the dtype
+      its values had; ``infos_present/<key>`` (bool, S) where some steps lack the key (the
+      values are 0 there). Other infos are left out, named in ``"infos_left_out"``.
+
+    Leaves keep their recorded dtype and shape; Text leaves become unicode arrays. Everything
+    is assembled in memory before writing.
 
     Args:
         directory: the recording directory.
@@ -252,7 +258,8 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
             several envs.
 
     Returns:
-        ``{"path": ..., "episodes": E, "steps": S, "arrays": {name: [shape, dtype str]}}``.
+        ``{"path": ..., "episodes": E, "steps": S, "arrays": {name: [shape, dtype str]},
+        "infos_left_out": {info key: why}}``.
 
     Raises:
         ExportError: if the recording is empty, its episodes have different structures, or a
@@ -261,6 +268,7 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     obs_parts: dict[str, list[Any]] = {}
     act_parts: dict[str, list[Any]] = {}
     rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
+    step_infos: list[list[dict[str, Any]]] = []
     with RecordingReader(directory) as reader:
         ids = list(dict.fromkeys(w["env_id"] for w in reader.writers))
         if env_id is None and len(ids) > 1:
@@ -281,6 +289,7 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
                                       f"{sorted(leaves)}, earlier episodes {sorted(parts)}")
                 for name, leaf in leaves.items():
                     parts.setdefault(name, []).append(_as_array(name, leaf))
+            step_infos.append(ep.infos[1:] if ep.length else [])
             rewards.append(ep.rewards)
             terms.append(ep.terminations)
             truncs.append(ep.truncations)
@@ -306,12 +315,21 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     arrays["observation_starts"] = starts + np.arange(len(lengths), dtype=np.int64)
     arrays["episode_seeds"] = np.array(seeds, dtype=np.int64)
     arrays["episode_sub_envs"] = np.array(subs, dtype=np.int64)
+    infos = info_columns(step_infos)
+    for key, column in infos.values.items():
+        if f"infos/{key}" in arrays:  # (two paths joined alike: "a/b" and {"a": {"b"}})
+            infos.left_out[key] = "another info has the same name"
+            continue
+        arrays[f"infos/{key}"] = column
+        if key in infos.present:
+            arrays[f"infos_present/{key}"] = infos.present[key]
     save: Any = np.savez_compressed if compress else np.savez
     path = os.fspath(path)
     with open(path, "wb") as f:
         save(f, **arrays)
     return {"path": path, "episodes": len(lengths), "steps": int(length_arr.sum()),
-            "arrays": {k: [list(v.shape), v.dtype.str] for k, v in arrays.items()}}
+            "arrays": {k: [list(v.shape), v.dtype.str] for k, v in arrays.items()},
+            "infos_left_out": infos.left_out}
 
 
 # -- plot ----------------------------------------------------------------------------------------

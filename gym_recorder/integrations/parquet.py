@@ -11,7 +11,9 @@ its dotted path: ``obs.nested.pair.0``), ``reward`` (float64), ``terminated``, `
 (bool), ``episode``, ``step`` (int64). A leaf with scalar rows is a plain column of its dtype,
 one with rows of shape (k,) a ``fixed_size_list<k>``, one with rows of shape (a, b, ...)
 (images) nested fixed-size lists ``fixed_size_list<fixed_size_list<..., b>, a>`` of its dtype;
-Text leaves are strings.
+Text leaves are strings. ``info.KEY`` (``info.KEY.SUB`` for nested dicts): the numeric infos
+each step returned, in their dtype, null where a step lacks the key (see
+:mod:`gym_recorder.integrations.infocolumns`); other infos are named in ``infos_left_out``.
 ``pyarrow.dataset.dataset(OUT / "data")``, pandas, polars, DuckDB and
 ``datasets.load_dataset("parquet", data_dir=OUT / "data")`` read it as it is. Everything is
 written under a temporary name beside OUT (``.OUT.tmp-HOST-PID-XXXXXXXX``), renamed to OUT at
@@ -31,6 +33,7 @@ from .._version import __version__
 from ..errors import OutputExistsError, UnsupportedSpaceError
 from ..format.fileio import remove_stale_temps, temp_sibling
 from .export import _require
+from .infocolumns import InfoColumns, info_columns
 from ..format import exact_in
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
@@ -130,6 +133,38 @@ def _metadata_section(metadata: Any) -> list[str]:
     return lines + [""]
 
 
+class _Masked:
+    """An info column that some steps lack (null there in Parquet)."""
+
+    def __init__(self, values: np.ndarray, present: np.ndarray) -> None:
+        self.values, self.present = values, present
+        self.dtype, self.shape = values.dtype, values.shape
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _info_names(infos: InfoColumns) -> dict[str, str]:
+    """Parquet column names of the info columns: ``info.`` and the key path, dotted."""
+    names: dict[str, str] = {}
+    for key in infos.values:
+        name = "info." + key.replace("/", ".")
+        if name in names.values():
+            infos.left_out[key] = "another info has the same dotted name"
+        else:
+            names[key] = name
+    return names
+
+
+def _info_slice(infos: InfoColumns, names: dict[str, str], lo: int, hi: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, name in names.items():
+        values = infos.values[key][lo:hi]
+        present = infos.present.get(key)
+        out[name] = values if present is None else _Masked(values, present[lo:hi])
+    return out
+
+
 def _card(meta: dict[str, Any], files: int) -> str:
     env = meta["env_id"] or "an unnamed environment"
     eps = [e for e in meta["episodes"] if e["length"]]  # an empty episode has no return
@@ -173,7 +208,9 @@ def _card(meta: dict[str, Any], files: int) -> str:
         lines.append(f"| `{name}` | {c['dtype']} | {tuple(c['shape'])} |")
     lines += ["", "`obs` is the observation a step was taken from, `next_obs` the one it led "
               "to; `episode` and `step` say where a row comes from. Dict and Tuple leaves are "
-              "columns named by their dotted path. Spaces and the episode table are in "
+              "columns named by their dotted path. `info.KEY` columns hold the numeric infos "
+              "each step returned (null where a step has none). Spaces, the episode table and "
+              "the infos left out are in "
               f"`{METADATA_NAME}`.", "", "## Loading", "", "```python",
               "import pyarrow.dataset as ds",
               'table = ds.dataset("data", format="parquet").to_table()',
@@ -194,7 +231,8 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         episodes: reader indices to export (all by default).
 
     Returns:
-        ``{"path", "episodes", "steps", "files", "columns": {name: {"dtype", "shape"}}}``.
+        ``{"path", "episodes", "steps", "files", "columns": {name: {"dtype", "shape"}},
+        "infos_left_out": {info key: why}}``.
 
     Raises:
         OutputExistsError: if ``out`` exists.
@@ -242,7 +280,12 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     data = os.path.join(tmp, "data")
     os.mkdir(data)
     summaries = [reader.summary(i) for i in indices]
+    infos = info_columns(reader[i].infos[1:] if s.length else []
+                         for i, s in zip(indices, summaries))
+    info_names = _info_names(infos)
     first = _columns(transitions(reader, indices[:1]), forced)
+    first.update(_info_slice(infos, info_names, 0, summaries[0].length))
+    first = {n: (v.values if isinstance(v, _Masked) else v) for n, v in first.items()}
     row_bytes = _row_bytes(first)
     columns = {n: {"dtype": str(v.dtype) if isinstance(v, np.ndarray) else "string",
                    "shape": list(v.shape[1:]) if isinstance(v, np.ndarray) else []}
@@ -254,10 +297,14 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     chunk: list[int] = []
     chunk_rows = 0
 
+    done = 0  # step rows written so far (the info columns' rows are the selection's)
+
     def flush_chunk() -> None:
-        nonlocal writer, in_file, schema
+        nonlocal writer, in_file, schema, done
         t = transitions(reader, chunk)
         cols = _columns(t, forced)
+        cols.update(_info_slice(infos, info_names, done, done + len(t)))
+        done += len(t)
         for n, v in cols.items():
             if isinstance(v, np.ndarray) and str(v.dtype) != columns[n]["dtype"] \
                     and v.dtype.kind in "biuf" and columns[n]["dtype"] != "string":
@@ -271,7 +318,9 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
                 files.append(os.path.join(data, f"part-{len(files):05d}.parquet"))
                 in_file = 0
             hi = min(len(t), lo + rows_per_file - in_file)
-            arrays = [_arrow(pa, n, v[lo:hi]) for n, v in cols.items()]
+            arrays = [_arrow(pa, n, v[lo:hi]) if not isinstance(v, _Masked)
+                      else pa.array(v.values[lo:hi], mask=~v.present[lo:hi])
+                      for n, v in cols.items()]
             table = pa.Table.from_arrays(arrays, names=list(cols))
             if schema is None:
                 schema = table.schema
@@ -316,6 +365,7 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
             "observation_space_str": str(source.observation_space),
             "action_space_str": str(source.action_space),
             "steps": int(sum(s.length for s in summaries)), "files": names, "columns": columns,
+            "infos_left_out": infos.left_out,
             "episodes": [{"index": s.index, "length": s.length,
                           "return": s.total_reward if np.isfinite(s.total_reward) else None,
                           "end": s.end, "seed": s.seed, "sub_env": s.sub_env}
@@ -325,4 +375,4 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
         f.write(_card(meta, len(files)))
     return {"episodes": len(indices), "steps": meta["steps"], "files": len(files),
-            "columns": columns}
+            "columns": columns, "infos_left_out": infos.left_out}
