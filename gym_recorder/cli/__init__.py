@@ -106,6 +106,11 @@ def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
         p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
                        help="env keyword arguments the recording could not keep (or to "
                             "override), as a JSON object")
+        p.add_argument("--skip-wrapper", dest="skip_wrappers", action="append", default=[],
+                       metavar="NAME",
+                       help="leave the recorded wrapper NAME out (repeatable): one that changes "
+                            "no observation, reward or action (e.g. an info-only Monitor) and "
+                            "cannot be rebuilt")
 
 
 def _examples(*lines: str) -> str:

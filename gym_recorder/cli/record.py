@@ -253,7 +253,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     counts = {"match": 0, "mismatch": 0, "skipped": 0}
     first_bad = None
     for check in replay_recording(args.directory, only=args.episode, env_kwargs=args.env_kwargs,
-                                  imports=args.imports or ()):
+                                  imports=args.imports or (), skip_wrappers=args.skip_wrappers):
         counts[check.status] += 1
         where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
                                             if check.sub_env is not None else "")
@@ -307,7 +307,7 @@ def cmd_video(args: argparse.Namespace) -> int:
         # probe the display system and print errors on headless machines.
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         check = replay_frames(args.directory, index, env_kwargs=args.env_kwargs,
-                              imports=args.imports or ())
+                              imports=args.imports or (), skip_wrappers=args.skip_wrappers)
         frames = check.frames
         source = "replay with render_mode='rgb_array'"
         fps = fps or check.render_fps

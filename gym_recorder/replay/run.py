@@ -155,9 +155,40 @@ class _Stream:
         self.env.close()
 
 
+# Said when a recorded wrapper cannot be rebuilt: a wrapper that only adds infos can be left out.
+SKIP_WRAPPER_HINT = ("; a wrapper that changes no observation, reward or action (one that only "
+                     "adds infos, such as Stable-Baselines3's Monitor) can be left out of the "
+                     "replay: --skip-wrapper {names}")
+
+
+def _without_wrappers(spec: dict[str, Any], skip: Collection[str]) -> dict[str, Any]:
+    """The recorded spec less the ``additional_wrappers`` named in ``skip`` (by name, or by the
+    class of their entry point)."""
+    wrappers = spec.get("additional_wrappers")
+    if not skip or not isinstance(wrappers, list):
+        return spec
+
+    def skipped(w: Any) -> bool:
+        if not isinstance(w, dict):
+            return False
+        entry = w.get("entry_point")
+        cls = entry.rpartition(":")[2] if isinstance(entry, str) else None
+        return w.get("name") in skip or cls in skip
+
+    return {**spec, "additional_wrappers": [w for w in wrappers if not skipped(w)]}
+
+
+def _unbuildable(spec: Mapping[str, Any]) -> list[str]:
+    """Names of the recorded wrappers whose arguments were not recorded."""
+    wrappers = spec.get("additional_wrappers")
+    return [str(w.get("name")) for w in (wrappers if isinstance(wrappers, list) else [])
+            if isinstance(w, dict) and (w.get("kwargs") is None or w.get("missing_kwargs"))]
+
+
 def _env_factory(manifest: Mapping[str, Any], render: bool,
-                 env_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None,
-                                                                      Callable[..., Any] | None, str]:
+                 env_kwargs: Mapping[str, Any] | None = None,
+                 skip_wrappers: Collection[str] = ()) -> tuple[str | None,
+                                                               Callable[..., Any] | None, str]:
     """How to make the env of one writer: (env_id, factory, reason when impossible).
 
     The env is ``gymnasium.make(env_id, **kwargs)`` with the recorded kwargs (``env_kwargs``
@@ -171,10 +202,13 @@ def _env_factory(manifest: Mapping[str, Any], render: bool,
         return None, None, "the recording has no env id (the env had no spec)"
     recorded_spec = manifest.get("env_spec")
     spec: dict[str, Any] = recorded_spec if isinstance(recorded_spec, dict) else {}
+    spec = _without_wrappers(spec, skip_wrappers)
     vector = manifest.get("vector") is not None
     rebuild = EnvRebuilder(spec, env_kwargs, vector=vector)
     if rebuild.problem:
-        return None, None, rebuild.problem
+        names = _unbuildable(spec) if not vector else []
+        hint = SKIP_WRAPPER_HINT.format(names=" --skip-wrapper ".join(names)) if names else ""
+        return None, None, rebuild.problem + hint
     kwargs = dict(rebuild.kwargs)
     if vector:
         mode = kwargs.pop("vectorization_mode", None)
@@ -229,7 +263,8 @@ def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[in
 
 def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int] | None = None,
                      render: bool = False, env_kwargs: Mapping[str, Any] | None = None,
-                     imports: Collection[str] = ()) -> Iterator[EpisodeCheck]:
+                     imports: Collection[str] = (),
+                     skip_wrappers: Collection[str] = ()) -> Iterator[EpisodeCheck]:
     """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
 
     For each stream (a writer's episodes of one sub-env, in order) a fresh env is made with
@@ -249,6 +284,9 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
         render: make the env with ``render_mode="rgb_array"`` and return the frames.
         env_kwargs: env kwargs that fill in those the recording could not keep (or override).
         imports: modules to import first (packages that register envs or define wrappers).
+        skip_wrappers: recorded wrappers (by name or class name) to leave out: wrappers that
+            change no observation, reward or action (one that only adds infos) and cannot be
+            rebuilt.
 
     Yields:
         One :class:`EpisodeCheck` per episode (per episode in ``only``), in reader order.
@@ -290,7 +328,7 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
                     check = whole[i]
                 else:
                     check = _replay_one(ep, writers[ep.writer], factories, streams, render,
-                                        env_kwargs)
+                                        env_kwargs, frozenset(skip_wrappers))
                 if targets is None or i in targets:
                     yield check
         finally:
@@ -351,7 +389,8 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
 
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
                 streams: dict[tuple[Any, ...], _Stream],
-                render: bool, env_kwargs: Mapping[str, Any] | None = None) -> EpisodeCheck:
+                render: bool, env_kwargs: Mapping[str, Any] | None = None,
+                skip_wrappers: Collection[str] = ()) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
                frames: list[Any] | None = None) -> EpisodeCheck:
         fps = None
@@ -366,7 +405,8 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
     if writer.get("legacy"):
         return result("skipped", message="gym-recording (legacy) episode: no env id or seeds")
     if ep.writer not in factories:
-        factories[ep.writer] = _env_factory(writer["manifest"], render, env_kwargs)
+        factories[ep.writer] = _env_factory(writer["manifest"], render, env_kwargs,
+                                            skip_wrappers)
     env_id, factory, reason = factories[ep.writer]
     if factory is None:
         return result("skipped", message=reason)
@@ -433,7 +473,8 @@ def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
 
 def replay_frames(directory: str | os.PathLike[str], index: int, *,
                   env_kwargs: Mapping[str, Any] | None = None,
-                  imports: Collection[str] = ()) -> EpisodeCheck:
+                  imports: Collection[str] = (),
+                  skip_wrappers: Collection[str] = ()) -> EpisodeCheck:
     """Renders one episode by replaying it with ``render_mode="rgb_array"``.
 
     Returns:
@@ -444,7 +485,8 @@ def replay_frames(directory: str | os.PathLike[str], index: int, *,
         ReplayError: if the episode cannot be replayed or the env renders no frames.
     """
     check = next(iter(replay_recording(directory, only=[index], render=True,
-                                       env_kwargs=env_kwargs, imports=imports)))
+                                       env_kwargs=env_kwargs, imports=imports,
+                                       skip_wrappers=skip_wrappers)))
     if check.status == "skipped":
         raise ReplayError(f"episode {check.index} cannot be replayed: {check.message}")
     frames = check.frames or []
