@@ -97,6 +97,16 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def _wrapper(text: str) -> tuple[str, dict[str, Any]]:
+    """argparse type for --wrapper: NAME or NAME:KEY=VALUE,..."""
+    from ..replay.drive import parse_wrapper
+
+    try:
+        return parse_wrapper(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
     """--import (record, replay, video) and --env-kwargs (replay, video)."""
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
@@ -160,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record CartPole-v1 -d rec --env-kwargs "
                 "'{\"render_mode\": \"rgb_array\"}'",
                 "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100",
+                "gym-recorder record ALE/Breakout-v5 -d rec --import ale_py --env-kwargs "
+                "'{\"frameskip\": 1}' --wrapper AtariPreprocessing --wrapper "
+                "FrameStackObservation:stack_size=4",
                 "gym-recorder record CartPole-v1 -d rec --meta author=me --meta notes='first try'"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
                                   "'module:EnvId' imports module first)")
@@ -189,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
                                            f"{DEFAULT_FLUSH_INTERVAL:g})")
     p.add_argument("--file-prefix", metavar="PREFIX",
                    help="the writer's file prefix (default: unique)")
+    p.add_argument("--wrapper", dest="wrappers", type=_wrapper, action="append", default=[],
+                   metavar="NAME[:KEY=VALUE,...]",
+                   help="wrap the env (repeatable, innermost first) in a gymnasium.wrappers "
+                        "class, or module.Class, with keyword arguments (values in JSON), e.g. "
+                        "--wrapper AtariPreprocessing:noop_max=0 --wrapper "
+                        "FrameStackObservation:stack_size=4; replay rebuilds them")
     p.add_argument("--meta", type=_key_value, action="append", metavar="KEY=VALUE",
                    help="who or what made the recording (repeatable), e.g. --meta author=me "
                         "--meta algorithm_name=random: shown by info, exported to Minari "

@@ -211,7 +211,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                                 episodes=args.episodes, steps=args.steps, seed=seed,
                                 num_envs=args.num_envs, env_kwargs=args.env_kwargs,
                                 recorder_kwargs=recorder_kwargs, on_step=progress,
-                                should_stop=lambda: stop.requested)
+                                should_stop=lambda: stop.requested,
+                                wrappers=getattr(args, "wrappers", None) or ())
     except Exception as e:
         better = policy.explain(args) if policy is not None and not isinstance(
             e, CommandError) else None
