@@ -10,7 +10,10 @@ Columns: ``obs``, ``next_obs``, ``action`` (for Dict/Tuple spaces one column per
 its dotted path: ``obs.nested.pair.0``), ``reward`` (float64), ``terminated``, ``truncated``
 (bool), ``episode``, ``step`` (int64). A leaf with scalar rows is a plain column of its dtype,
 one with rows of shape (k,) a ``fixed_size_list<k>``, one with rows of shape (a, b, ...)
-(images) nested fixed-size lists ``fixed_size_list<fixed_size_list<..., b>, a>`` of its dtype;
+(images) a ``fixed_size_binary`` of each row's bytes (C order, little-endian), its dtype and
+shape in the field's metadata (``gym_recorder.dtype``, ``gym_recorder.shape``) and in
+``gym_recorder.json``: ``np.frombuffer(column.buffers()[1], dtype).reshape(-1, *shape)`` in
+pyarrow, bytes to pandas, polars, DuckDB and datasets, read at memory speed;
 Text leaves are strings. ``info.KEY`` (``info.KEY.SUB`` for nested dicts): the numeric infos
 each step returned, in their dtype, null where a step lacks the key (see
 :mod:`gym_recorder.integrations.infocolumns`); other infos are named in ``infos_left_out``.
@@ -102,14 +105,28 @@ def _arrow(pa: Any, name: str, leaf: Any) -> Any:
         raise UnsupportedSpaceError(f"column {name}: rows of shape {leaf.shape[1:]} hold no "
                                     f"values, and Parquet's fixed-size lists need at least one")
     leaf = np.ascontiguousarray(leaf)
-    # Rows of shape (a, b, ...) are fixed_size_list<a> of fixed_size_list<b> ...: every reader
-    # sees the shape (polars Array, DuckDB T[][], Hugging Face datasets), where the
-    # arrow.fixed_shape_tensor extension is a flat list to pandas/DuckDB/polars and an error
-    # to datasets.load_dataset.
+    if leaf.ndim >= 3:
+        # Rows of 2 or more dimensions (images) are fixed_size_binary: each row's bytes in C
+        # order, little-endian, the dtype and shape in the field's metadata (and in
+        # gym_recorder.json). Parquet stores a list with a level per element, which pyarrow
+        # reads at about 40-90 MB/s for nested or flat fixed-size lists and for the
+        # arrow.fixed_shape_tensor extension alike, and DuckDB takes seconds for 50 rows;
+        # binary rows are read at memory speed by every reader (benchmarks/bench_parquet.py).
+        row = leaf.itemsize * int(np.prod(leaf.shape[1:], dtype=np.int64))
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(row), len(leaf),
+                                                    [None, pa.py_buffer(leaf)])
+    # Rows of shape (k,) are fixed_size_list<k>: every reader sees them as short arrays.
     out = pa.array(leaf.reshape(-1))
     for size in reversed(leaf.shape[1:]):
         out = pa.FixedSizeListArray.from_arrays(out, size)
     return out
+
+
+def binary_field_metadata(leaf: np.ndarray) -> dict[bytes, bytes]:
+    """The Parquet field metadata of a fixed_size_binary column (rows of 2+ dimensions): the
+    numpy dtype and the row shape that ``np.frombuffer(bytes, dtype).reshape(shape)`` needs."""
+    return {b"gym_recorder.dtype": np.dtype(leaf.dtype).newbyteorder("<").str.encode(),
+            b"gym_recorder.shape": json.dumps(list(leaf.shape[1:])).encode()}
 
 
 def _row_bytes(cols: dict[str, Any]) -> int:
@@ -165,6 +182,12 @@ def _info_slice(infos: InfoColumns, names: dict[str, str], lo: int, hi: int) -> 
     return out
 
 
+def _ident(name: str) -> str:
+    """A Python name for a column in the card's example."""
+    out = "".join(c if c.isalnum() else "_" for c in name)
+    return out if out.isidentifier() else f"col_{out}"
+
+
 def _card(meta: dict[str, Any], files: int) -> str:
     env = meta["env_id"] or "an unnamed environment"
     eps = [e for e in meta["episodes"] if e["length"]]  # an empty episode has no return
@@ -211,10 +234,18 @@ def _card(meta: dict[str, Any], files: int) -> str:
               "columns named by their dotted path. `info.KEY` columns hold the numeric infos "
               "each step returned (null where a step has none). Spaces, the episode table and "
               "the infos left out are in "
-              f"`{METADATA_NAME}`.", "", "## Loading", "", "```python",
+              f"`{METADATA_NAME}`. Columns of rows with 2 or more dimensions (images) hold "
+              "each row's bytes (C order, little-endian): the table gives their dtype and row "
+              "shape.", "", "## Loading", "", "```python",
+              "import numpy as np",
               "import pyarrow.dataset as ds",
               'table = ds.dataset("data", format="parquet").to_table()',
-              "# or: datasets.load_dataset(\"parquet\", data_dir=\"data\")", "```", ""]
+              "# or: datasets.load_dataset(\"parquet\", data_dir=\"data\")",
+              *[f"{_ident(name)} = np.frombuffer(table.column({name!r}).combine_chunks()"
+                f".buffers()[1], {np.dtype(c['dtype']).name!r}).reshape(-1, "
+                f"*{tuple(c['shape'])})"
+                for name, c in meta["columns"].items() if len(c["shape"]) >= 2][:3],
+              "```", ""]
     return "\n".join(lines)
 
 
@@ -321,7 +352,10 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
             arrays = [_arrow(pa, n, v[lo:hi]) if not isinstance(v, _Masked)
                       else pa.array(v.values[lo:hi], mask=~v.present[lo:hi])
                       for n, v in cols.items()]
-            table = pa.Table.from_arrays(arrays, names=list(cols))
+            table = pa.Table.from_arrays(arrays, schema=pa.schema([
+                pa.field(n, a.type, metadata=binary_field_metadata(cols[n])
+                         if pa.types.is_fixed_size_binary(a.type) else None)
+                for n, a in zip(cols, arrays)]))
             if schema is None:
                 schema = table.schema
             elif not table.schema.equals(schema):
@@ -330,7 +364,10 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
                     f"episodes from {int(t.episode[lo])} on give column(s) {', '.join(differ)} "
                     f"another type than the episodes before them")
             if writer is None:
-                writer = pq.ParquetWriter(files[-1], schema)
+                # (no dictionary or min/max statistics for image bytes: neither helps a reader)
+                plain = [f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)]
+                writer = pq.ParquetWriter(files[-1], schema, use_dictionary=plain,
+                                          write_statistics=plain)
             writer.write_table(table)
             in_file += hi - lo
             lo = hi
