@@ -258,7 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
             "inside a Dict), or if there are none by replaying the env with "
             "render_mode='rgb_array'. mp4 or gif, by the suffix of --output. One frame per "
-            "observation (the reset observation first).",
+            "observation (the reset observation first). Frames go to the encoder as they are "
+            "rendered (bounded memory), with progress on stderr. MuJoCo envs render without a "
+            "display through EGL: MUJOCO_GL=egl is set when there is no DISPLAY (Debian "
+            "packages libegl1 and libgl1-mesa-dri).",
             _examples("gym-recorder video rec -o episode0.mp4",
                       "gym-recorder video rec -o last.gif --episode -1 --fps 15",
                       "gym-recorder video rec -o cam.mp4 --key camera/rgb"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -432,13 +432,123 @@ def _pad_even(frame: np.ndarray) -> np.ndarray:
     return frame
 
 
-def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAULT_FPS) -> int:
-    """Writes rgb frames (uint8 H x W x 3 each) to an ``.mp4`` or ``.gif`` file.
+class VideoWriter:
+    """Writes rgb frames (uint8 H x W x 3, all of one size) to an ``.mp4`` or ``.gif`` file as
+    they come.
 
     mp4 is H.264 (ffmpeg via imageio-ffmpeg, yuv420p) with frames padded to even sizes, one
-    video frame per frame given. gif is written by Pillow, which stores a frame identical to the
-    one before it as a longer duration of that one, so the timing is kept but the file can hold
-    fewer frames than given.
+    video frame per frame given, each handed to ffmpeg at once: memory stays bounded however
+    many frames. gif is written by Pillow at :meth:`close` (it holds the frames until then), and
+    stores a frame identical to the one before it as a longer duration of that one, so the
+    timing is kept but the file can hold fewer frames than given. A file whose writing failed
+    is removed.
+
+    Args:
+        path: the output file; its suffix (:data:`VIDEO_SUFFIXES`) picks the format.
+        fps: frames per second; None: the ``fps`` given with the first frame, else
+            :data:`DEFAULT_FPS`.
+        on_frame: called with the number of frames written so far after each (progress).
+
+    Raises:
+        MissingExtraError: if imageio (or, for mp4, imageio-ffmpeg) is not installed.
+        ExportError: for an unknown suffix or an fps that is not positive.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None,
+                 on_frame: Callable[[int], None] | None = None) -> None:
+        self.path = os.fspath(path)
+        self.suffix = os.path.splitext(self.path)[1].lower()
+        if self.suffix not in VIDEO_SUFFIXES:
+            raise ExportError(f"{self.path}: unknown video type {self.suffix!r}; use one of "
+                              f"{', '.join(VIDEO_SUFFIXES)}")
+        if fps is not None and not fps > 0:
+            raise ExportError(f"fps must be positive, got {fps}")
+        _require("imageio", "video")
+        if self.suffix == ".mp4":
+            _require("imageio_ffmpeg", "video")
+        self.fps = fps
+        self.count = 0
+        self._on_frame = on_frame
+        self._shape: tuple[int, ...] | None = None
+        self._held: list[np.ndarray] = []  # (gif only)
+        self._writer: Any = None
+        self._created = False
+
+    def append(self, frame: Any, fps: float | None = None) -> None:
+        """Writes one frame; ``fps`` (the env's render_fps) sets the rate if none was given.
+
+        Raises:
+            ExportError: if the frame is not uint8 H x W x 3 of the first frame's size.
+        """
+        f = np.asarray(frame)
+        if self._shape is None:
+            self._shape = f.shape
+            if self.fps is None:
+                self.fps = fps if fps is not None and fps > 0 else DEFAULT_FPS
+        shape = self._shape
+        if f.dtype != np.uint8 or f.ndim != 3 or f.shape[-1] != 3 or f.shape != shape:
+            self.abort()
+            raise ExportError(f"frame {self.count}: {f.dtype} {f.shape}, expected uint8 "
+                              f"{shape[:2]} x 3")
+        if self.suffix == ".gif":
+            self._held.append(f.copy())
+        else:
+            if self._writer is None:
+                import imageio.v2 as iio2
+
+                self._created = True
+                self._writer = iio2.get_writer(self.path, format="FFMPEG", mode="I",
+                                               fps=self.fps, codec="libx264",
+                                               pixelformat="yuv420p", macro_block_size=1)
+            try:
+                self._writer.append_data(_pad_even(f))
+            except BaseException:
+                self.abort()
+                raise
+        self.count += 1
+        if self._on_frame is not None:
+            self._on_frame(self.count)
+
+    def close(self) -> int:
+        """Finishes the file; returns the number of frames it holds.
+
+        Raises:
+            ExportError: if no frame was given.
+        """
+        if not self.count:
+            self.abort()
+            raise ExportError("no frames to write")
+        if self.suffix == ".gif":
+            import imageio.v3 as iio
+
+            iio.imwrite(self.path, np.stack(self._held), extension=".gif",
+                        duration=1000.0 / float(self.fps or DEFAULT_FPS), loop=0)
+            self._held = []
+            from PIL import Image  # imageio's gif writer is Pillow
+
+            with Image.open(self.path) as im:
+                return int(getattr(im, "n_frames", 1))
+        self._writer.close()
+        self._writer = None
+        return self.count
+
+    def abort(self) -> None:
+        """Drops what was written: a broken video is not left behind."""
+        self._held = []
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:  # noqa: BLE001  (already failing: the first error is the one)
+                pass
+            self._writer = None
+        if self._created and os.path.exists(self.path):
+            os.remove(self.path)
+
+
+def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAULT_FPS,
+                on_frame: Callable[[int], None] | None = None) -> int:
+    """Writes rgb frames (uint8 H x W x 3 each, any iterable: taken one at a time) to an
+    ``.mp4`` or ``.gif`` file, as :class:`VideoWriter` does.
 
     Returns:
         The number of frames the file holds.
@@ -447,35 +557,9 @@ def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAU
         MissingExtraError: if imageio (or, for mp4, imageio-ffmpeg) is not installed.
         ExportError: for an unknown suffix, no frames, or frames that are not rgb images.
     """
-    path = os.fspath(path)
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in VIDEO_SUFFIXES:
-        raise ExportError(f"{path}: unknown video type {suffix!r}; use one of "
-                          f"{', '.join(VIDEO_SUFFIXES)}")
     if not fps > 0:
         raise ExportError(f"fps must be positive, got {fps}")
-    frames = [np.asarray(f) for f in frames]
-    if not frames:
-        raise ExportError("no frames to write")
-    shape = frames[0].shape
-    for k, f in enumerate(frames):
-        if f.dtype != np.uint8 or f.ndim != 3 or f.shape[-1] != 3 or f.shape != shape:
-            raise ExportError(f"frame {k}: {f.dtype} {f.shape}, expected uint8 {shape[:2]} x 3")
-    _require("imageio", "video")
-    if suffix == ".gif":
-        import imageio.v3 as iio
-
-        iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
-        from PIL import Image  # imageio's gif writer is Pillow
-
-        with Image.open(path) as im:
-            return int(getattr(im, "n_frames", 1))
-    _require("imageio_ffmpeg", "video")
-    import imageio.v2 as iio2
-
-    with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                         pixelformat="yuv420p", macro_block_size=1) as w:
-        writer: Any = w  # (imageio's v2 type is the base class, without append_data)
-        for f in frames:
-            writer.append_data(_pad_even(f))
-    return len(frames)
+    writer = VideoWriter(path, fps=fps, on_frame=on_frame)
+    for f in frames:
+        writer.append(f)
+    return writer.close()

@@ -264,7 +264,8 @@ def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[in
 def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int] | None = None,
                      render: bool = False, env_kwargs: Mapping[str, Any] | None = None,
                      imports: Collection[str] = (),
-                     skip_wrappers: Collection[str] = ()) -> Iterator[EpisodeCheck]:
+                     skip_wrappers: Collection[str] = (),
+                     on_frame: FrameSink | None = None) -> Iterator[EpisodeCheck]:
     """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
 
     For each stream (a writer's episodes of one sub-env, in order) a fresh env is made with
@@ -287,6 +288,9 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
         skip_wrappers: recorded wrappers (by name or class name) to leave out: wrappers that
             change no observation, reward or action (one that only adds infos) and cannot be
             rebuilt.
+        on_frame: with ``render``, called with each frame of the reported episodes and the
+            env's ``render_fps`` (or None) as it is rendered, instead of keeping the frames
+            (their checks' ``frames`` are None): bounded memory for long episodes.
 
     Yields:
         One :class:`EpisodeCheck` per episode (per episode in ``only``), in reader order.
@@ -327,8 +331,10 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
                                                           env_kwargs))
                     check = whole[i]
                 else:
+                    reported = targets is None or i in targets
                     check = _replay_one(ep, writers[ep.writer], factories, streams, render,
-                                        env_kwargs, frozenset(skip_wrappers))
+                                        env_kwargs, frozenset(skip_wrappers),
+                                        on_frame if reported else None)
                 if targets is None or i in targets:
                     yield check
         finally:
@@ -390,7 +396,8 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
                 streams: dict[tuple[Any, ...], _Stream],
                 render: bool, env_kwargs: Mapping[str, Any] | None = None,
-                skip_wrappers: Collection[str] = ()) -> EpisodeCheck:
+                skip_wrappers: Collection[str] = (),
+                on_frame: FrameSink | None = None) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
                frames: list[Any] | None = None) -> EpisodeCheck:
         fps = None
@@ -398,7 +405,7 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
             fps = stream.env.metadata.get("render_fps")
             fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
         return EpisodeCheck(ep.index, ep.writer, ep.sub_env, ep.length, status, step, message,
-                            frames, fps)
+                            frames if isinstance(frames, list) else None, fps)
 
     stream = None
 
@@ -415,7 +422,9 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
     if stream is None:
         stream = streams[key] = _Stream(factory())
     env = stream.env
-    frames: list[Any] | None = [] if render else None
+    frames: Any = None
+    if render:
+        frames = [] if on_frame is None else _Streamed(on_frame, env)
     if ep.no_reset:
         if not stream.synced:
             return result("skipped", message=f"stepped on without a reset, and {stream.lost}")
@@ -464,6 +473,22 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
     return result("match", frames=frames)
 
 
+# on_frame(frame, render_fps): a rendered frame handed on as it comes (see replay_recording).
+FrameSink = Callable[[Any, "float | None"], None]
+
+
+class _Streamed:
+    """In place of a list of frames: hands each frame on with the env's render_fps."""
+
+    def __init__(self, sink: FrameSink, env: Any) -> None:
+        fps = getattr(env, "metadata", {}).get("render_fps")
+        self.fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+        self.sink = sink
+
+    def append(self, frame: Any) -> None:
+        self.sink(frame, self.fps)
+
+
 def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     """Marks a stream out of step with the recording after ``check`` (a mismatch)."""
     stream.synced = False
@@ -471,11 +496,37 @@ def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     return check
 
 
+def recorded_render_fps(manifest: Mapping[str, Any]) -> float | None:
+    """The ``render_fps`` of the recorded env's class (``metadata``), or None: the rate a video
+    of its image observations plays at. Imports what registers the env, as replay does; an env
+    it cannot find, or that sets its rate only when made, gives None."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    env_id = manifest.get("env_id")
+    spec = manifest.get("env_spec")
+    if not isinstance(env_id, str):
+        return None
+    try:
+        EnvRebuilder(spec if isinstance(spec, dict) else {}).ensure_registered(env_id)
+        entry = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    except Exception:  # noqa: BLE001  (no rate known: the caller's default applies)
+        return None
+    fps = (getattr(creator, "metadata", None) or {}).get("render_fps")
+    return float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+
+
 def replay_frames(directory: str | os.PathLike[str], index: int, *,
                   env_kwargs: Mapping[str, Any] | None = None,
                   imports: Collection[str] = (),
-                  skip_wrappers: Collection[str] = ()) -> EpisodeCheck:
+                  skip_wrappers: Collection[str] = (),
+                  on_frame: FrameSink | None = None) -> EpisodeCheck:
     """Renders one episode by replaying it with ``render_mode="rgb_array"``.
+
+    Args:
+        on_frame: called with each frame and the env's render_fps as it is rendered (the
+            check's ``frames`` are then None): memory stays bounded however long the episode.
 
     Returns:
         The replay's check, with ``frames`` (N + 1: after the reset and after each step) and
@@ -486,9 +537,13 @@ def replay_frames(directory: str | os.PathLike[str], index: int, *,
     """
     check = next(iter(replay_recording(directory, only=[index], render=True,
                                        env_kwargs=env_kwargs, imports=imports,
-                                       skip_wrappers=skip_wrappers)))
+                                       skip_wrappers=skip_wrappers, on_frame=on_frame)))
     if check.status == "skipped":
         raise ReplayError(f"episode {check.index} cannot be replayed: {check.message}")
+    if on_frame is not None:  # (the frames went to on_frame; a native vector env's come whole)
+        for frame in check.frames or ():
+            on_frame(frame, check.render_fps)
+        return check
     frames = check.frames or []
     if not frames or not all(isinstance(f, np.ndarray) and f.ndim == 3 for f in frames):
         raise ReplayError(f"episode {check.index}: the env rendered no rgb_array frames")
