@@ -1,6 +1,6 @@
 """`video` streams frames to the encoder (bounded memory), shows progress, renders MuJoCo headless
 (MUJOCO_GL=egl when there is no display), and plays image observations at the env's render_fps.
-On HalfCheetah-v5 (gymnasium[mujoco]), CartPole and CarRacing (Box2D)."""
+On HalfCheetah-v5 (gymnasium[mujoco]), CartPole and MiniGrid (RGB image observations)."""
 
 from __future__ import annotations
 
@@ -95,21 +95,26 @@ def test_replayed_video_holds_no_frames_in_memory(tmp_path):
 
 
 def test_video_of_image_observations_plays_at_the_envs_render_fps(tmp_path, capsys):
-    need_module("Box2D", 'pip install "gymnasium[box2d]"')
+    minigrid = need_module("minigrid", "pip install minigrid")
     need_module("imageio_ffmpeg", 'pip install ".[video]"')
+    from minigrid.wrappers import RGBImgObsWrapper
+
+    gym.register_envs(minigrid)
     rec = tmp_path / "rec"
-    env = RecordingWrapper(gym.make("CarRacing-v3", max_episode_steps=12), rec)
+    env = RecordingWrapper(RGBImgObsWrapper(gym.make("MiniGrid-Empty-5x5-v0",
+                                                     max_episode_steps=12)), rec)
     env.reset(seed=0)
     done = False
     while not done:
-        *_, terminated, truncated, _ = env.step(np.array([0.0, 0.5, 0.0], np.float32))
+        *_, terminated, truncated, _ = env.step(0)  # turning left: never reaches the goal
         done = terminated or truncated
     env.close()
-    out = tmp_path / "car.mp4"
+    out = tmp_path / "grid.mp4"
     assert cli.main(["video", str(rec), "-o", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "13 frames of episode 0 from observations, 50 fps" in captured.out  # CarRacing's
+    # MiniGrid's render_fps, 10 (the default would be 30)
+    assert "13 frames of episode 0 from observations/image, 10 fps" in captured.out
     assert "gym-recorder video: 13/13 frames" in captured.err
-    assert _frames(out).shape == (13, 96, 96, 3)
+    assert _frames(out).shape == (13, 40, 40, 3)
     assert cli.main(["video", str(rec), "-o", str(tmp_path / "b.mp4"), "--fps", "7"]) == 0
     assert "7 fps" in capsys.readouterr().out
