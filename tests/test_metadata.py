@@ -93,3 +93,21 @@ def test_metadata_goes_to_minari_and_the_parquet_card(tmp_path, monkeypatch):
     assert "## Provenance\n\n- algorithm_name: random\n- author: Ada\n" in card
     assert "- layers: [64, 64]\n" in card
     assert json.loads((out / "gym_recorder.json").read_text())["metadata"] == meta
+
+
+def test_import_minari_keeps_the_datasets_metadata(tmp_path, monkeypatch):
+    need_module("minari", 'pip install ".[minari]"')
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    rec = tmp_path / "rec"
+    with RecordingWrapper(gym.make("CartPole-v1"), rec, metadata={"author": "Ada",
+                                                                  "algorithm_name": "random"}) as env:
+        env.reset(seed=0)
+        for _ in range(3):
+            env.step(1)
+    assert cli.main(["export", str(rec), "--format", "minari", "--dataset-id", "test/meta-import-v0",
+                     "-q"]) == 0
+    assert cli.main(["import-minari", "test/meta-import-v0", str(tmp_path / "back"), "-q"]) == 0
+    (manifest,) = _manifests(tmp_path / "back")
+    assert manifest["metadata"] == {"minari_dataset_id": "test/meta-import-v0",
+                                    "algorithm_name": "random", "author": ["Ada"],
+                                    "description": f"Exported by gym_recorder from {rec}."}

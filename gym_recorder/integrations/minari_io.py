@@ -283,6 +283,24 @@ def _minari_metadata(manifest: Any, has_description: bool) -> dict[str, Any]:
     return out
 
 
+def _metadata_from_minari(ds: Any, name: str) -> dict[str, Any]:
+    """The recording's metadata for an imported dataset: its id and the keys of
+    :data:`MINARI_METADATA_KEYS` it has (a set of authors as a list; what is not plain JSON
+    is left out)."""
+    try:
+        stored = dict(ds.storage.metadata)
+    except Exception:  # noqa: BLE001  (metadata is a courtesy: the episodes are what counts)
+        stored = {}
+    out: dict[str, Any] = {"minari_dataset_id": str(name)}
+    for key in MINARI_METADATA_KEYS:
+        value = stored.get(key)
+        if isinstance(value, (set, frozenset, tuple, list)):
+            value = sorted(str(v) for v in value)
+        if isinstance(value, str) and value or isinstance(value, list) and value:
+            out[key] = value
+    return out
+
+
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
     """The namespace of ``NAMESPACE/NAME-vN`` (ValueError, one line, for anything else)."""
     try:
@@ -561,7 +579,7 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
     play = _Playback(obs_space, act_space, spec)
     steps = count = 0
     try:
-        env = RecordingWrapper(play, tmp)
+        env = RecordingWrapper(play, tmp, metadata=_metadata_from_minari(ds, name))
         try:
             try:
                 ids = ds.episode_indices
