@@ -57,5 +57,5 @@ def test_every_recipe_runs(tmp_path):
                                    timeout=300)
                 assert r.returncode == 0, (line, r.stderr)
                 ran["console"] += 1
-    assert ran == {"python": 6, "console": 2}, ran
+    assert ran == {"python": 7, "console": 2}, ran
     assert (tmp_path / "cheetah.mp4").stat().st_size > 0

@@ -442,7 +442,8 @@ JavaScript decoder of the browser viewer, ``gym_recorder/integrations/viewer/dec
 Version history
 ===============
 1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional manifest
-(and HEADER) key ``"metadata"``, which readers that do not know it ignore, and the optional batch INDEX
+(and HEADER) key ``"metadata"`` and the optional ``class`` of a Text SPACE, which readers that do not
+know them ignore, and the optional batch INDEX
 (manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
 readers that do not know it ignore the keys, and one that refuses bytes after the last array it
 knows of (which the text above allows) refuses such batches. Files without ``"format"``/``"version"`` whose prefix starts
