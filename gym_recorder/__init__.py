@@ -16,9 +16,10 @@ one way, recording and reading meet only in the format.
 - ``integrity/``: ``verify`` and ``repair``.
 - ``training/``: selections, transitions, sampling, datasets.
 - ``replay/``: drive an env with a policy, replay a recording, compare exactly.
+- ``play/``: a person plays an env with the keyboard; the episodes kept are recorded (pygame).
 - ``integrations/``: export, Parquet, Minari, cloud, Ray, the browser viewer.
 - ``cli/``: the ``gym-recorder`` command line (parser and ``main``; ``record``, ``inspect``,
-  ``output``).
+  ``play``, ``output``).
 """
 
 from ._version import __version__

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 __all__ = [
     "RecorderError",
     "FormatError",
@@ -13,6 +16,8 @@ __all__ = [
     "RecorderWarning",
     "OutsideSpaceWarning",
     "write_error",
+    "install_hint",
+    "require_extra",
     "StorageError",
     "EmptySelectionError",
     "OutputExistsError",
@@ -21,6 +26,12 @@ __all__ = [
     "RepairError",
     "DatasetError",
     "DatasetNotFoundError",
+    "PlayError",
+    "ExportError",
+    "MissingExtraError",
+    "ReplayError",
+    "SpecError",
+    "MixedEnvsWarning",
 ]
 
 
@@ -110,3 +121,38 @@ class DatasetNotFoundError(DatasetError, FileNotFoundError):
 
 class CommandError(RecorderError):
     """A ``gym-recorder`` command cannot do what was asked (reported as one line on stderr)."""
+
+
+class PlayError(RecorderError, ValueError):
+    """``play`` cannot start: a key map, a key name, an action or the env's rendering is not
+    playable (the message names which); nothing was recorded."""
+
+
+class ExportError(RecorderError):
+    """A recording cannot be turned into the requested output (the message says why)."""
+
+
+class MissingExtraError(RecorderError, ImportError):
+    """An optional dependency is not installed (the message names the extra to install)."""
+
+
+def require_extra(module: str, extra: str) -> ModuleType:
+    """``module`` imported, or a :class:`MissingExtraError` naming the extra that installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtraError(f"{module} is not installed; install it with: "
+                                f"{install_hint(extra)}") from e
+
+
+class ReplayError(RecorderError):
+    """An env cannot be made, a policy cannot be loaded, or a recording cannot be replayed."""
+
+
+class SpecError(RecorderError):
+    """The recorded env spec cannot be turned into an env (the message says why); replay and
+    the Minari export catch it and say what they do instead."""
+
+
+class MixedEnvsWarning(RecorderWarning):
+    """A writer records an env other than the ones already recorded in its directory."""

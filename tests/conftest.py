@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+
+# No test may need a display: pygame (play, rendering) draws into SDL's dummy video driver, and
+# child processes the tests start (the docs pages' `gym-recorder play`) inherit it.
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # sample_envs lives beside gym_recorder, not installed

@@ -26,7 +26,8 @@ from gym_recorder import cli
 from conftest import MissionLike
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ("record", "info", "replay", "plot", "video", "export", "verify", "repair")
+COMMANDS = ("record", "info", "replay", "plot", "video", "export", "verify", "repair",
+            "play")
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -584,17 +585,15 @@ def test_first_difference_names_where_values_differ():
 
 
 def test_readme_export_example_indexes_episodes(cartpole, tmp_path, monkeypatch):
-    import re
+    from docpages import python_block
 
-    text = (ROOT / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-               if 'np.load("cartpole.npz")' in b]
+    block = python_block('np.load("cartpole.npz")')  # (docs/cli.md, export)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["export", str(cartpole), "--format", "npz", "-o", "cartpole.npz", "-q"]) == 0
     with RecordingReader(cartpole) as reader:
         for ep in reader:
             scope = {"np": np, "i": ep.index}
-            exec(compile(block, "README.md (export)", "exec"), scope)
+            exec(compile(block, "docs/cli.md (export)", "exec"), scope)
             np.testing.assert_array_equal(scope["obs"], ep.observations)
             np.testing.assert_array_equal(scope["act"], ep.actions)
             scope["d"].close()

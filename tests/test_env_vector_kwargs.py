@@ -35,7 +35,7 @@ if "ScaledPendulum-v0" not in gym.registry:
 
 
 def test_readme_vector_example_replays_and_films(tmp_path):
-    """gym.make_vec with the default (native vector entry point) mode, as in the README."""
+    """gym.make_vec with the default (native vector entry point) mode, as in docs/vector-envs.md."""
     envs = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=8), tmp_path)
     envs.reset(seed=0)
     envs.action_space.seed(0)

@@ -1,11 +1,12 @@
 """The source distribution: it holds every file the tests need, and installs and tests on its own.
 
 ``python -m build --sdist`` builds the sdist from this checkout (or from an unpacked sdist: the
-same test runs there). Its file list is compared with what is under ``tests/``, ``benchmarks/``
-and ``sample_envs/`` (``git ls-files`` in a checkout, the files on disk otherwise), so a file
-left out of ``MANIFEST.in`` fails here. Then the unpacked sdist is installed into a scratch folder
-put first on the path (its dependencies are this environment's: nothing is downloaded) and some
-of its own tests run from the unpacked copy.
+same test runs there). Its file list is compared with what is under ``tests/``, ``benchmarks/``,
+``sample_envs/`` and ``docs/`` (``git ls-files`` in a checkout, the files on disk otherwise), so a
+file left out of ``MANIFEST.in`` fails here. Then the unpacked sdist is installed into a scratch
+folder put first on the path (its dependencies are this environment's: nothing is downloaded)
+and some of its own tests run from the unpacked copy. The classifiers claim only the platform
+CI runs on.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def test_sdist_holds_every_file_the_tests_need(sdist: Path) -> None:
     expected = _source_files()
     assert "tests/conftest.py" in expected and "sample_envs/envs.py" in expected
     assert "readers/c/Makefile" in expected and "readers/c/grread.c" in expected
+    assert "docs/cli.md" in expected
     missing = sorted(expected - members)
     assert not missing, f"left out of the sdist (add them to MANIFEST.in): {missing}"
     assert not [f for f in REQUIRED_FILES if f not in members]
@@ -123,3 +125,14 @@ def test_sdist_installs_and_its_tests_pass(sdist: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, env=clean, cwd=unpacked, timeout=600)
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout.splitlines()[-1]
+
+
+def test_classifiers_claim_only_the_platform_ci_runs_on() -> None:
+    # .ci/run installs with apt-get: Linux. macOS and Windows are not tested, so not claimed.
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    systems = [c.strip() for c in cfg["metadata"]["classifiers"].splitlines()
+               if c.strip().startswith("Operating System")]
+    assert systems == ["Operating System :: POSIX :: Linux"]

@@ -158,19 +158,16 @@ def test_windows_masks_and_complete_only(cartpole):
 
 
 def test_readme_training_example_runs(tmp_path, monkeypatch):
-    import re
-    from pathlib import Path
+    from docpages import python_block
 
     from gym_recorder import cli
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-               if "from gym_recorder.training.transitions import transitions" in b]
+    block = python_block("from gym_recorder.training.transitions import transitions")
     monkeypatch.chdir(tmp_path)
     assert cli.main(["record", "CartPole-v1", "--episodes", "10", "--directory",
                      "recordings/cartpole", "--seed", "0", "-q"]) == 0
     scope: dict = {}
-    exec(compile(block, "README.md (Training)", "exec"), scope)
+    exec(compile(block, "docs/training.md", "exec"), scope)
     t, seq, batch = scope["t"], scope["seq"], scope["batch"]
     assert set(t.episode.tolist()) == set(scope["train"])
     assert not set(scope["train"]) & set(scope["val"])

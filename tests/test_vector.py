@@ -530,14 +530,12 @@ def test_disabled_step_without_reset_starts_a_no_reset_episode(tmp_path):
 
 
 def test_readme_vector_example_runs(tmp_path, monkeypatch):
-    import re
-    from pathlib import Path
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S)
-               if "RecordingVectorWrapper(gym.make_vec(" in b]
+    from docpages import python_block
+
+    block = python_block("RecordingVectorWrapper(gym.make_vec(")
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(compile(block, "README.md (Vector environments)", "exec"), scope)
+    exec(compile(block, "docs/vector-envs.md", "exec"), scope)
     ep = scope["ep"]
     assert (ep.sub_env, ep.seed) == (0, 0)
     assert ep.observations.shape == (len(ep) + 1, 4)

@@ -1,6 +1,6 @@
 """The ``gym-recorder`` command line: argument handling over the library, nothing more.
 
-Commands: ``record``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
+Commands: ``record``, ``play``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
 ``repair``, ``view``, ``push``, ``import-minari``; ``gym-recorder COMMAND --help`` shows each
 one's options and examples. Exit status 0 means success, 1 an error (one line on stderr, no
 traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded
@@ -8,8 +8,8 @@ is kept).
 
 This module holds the parser, :func:`main` and how an error is printed; the commands themselves
 are in :mod:`gym_recorder.cli.record` (``record``, ``replay``, ``video``: they run an env) and
-:mod:`gym_recorder.cli.inspect` (the others: they read, check, export or move a recording), and
-what they share in :mod:`gym_recorder.cli.output`.
+:mod:`gym_recorder.cli.inspect` (the others: they read, check, export or move a recording);
+``play`` is in :mod:`gym_recorder.cli.play`, and what they share in :mod:`gym_recorder.cli.output`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .._version import __version__
 from .inspect import (cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
                           cmd_verify, cmd_view)
 from .output import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
+from .play import add_play_parser
 from .record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
 from ..errors import CommandError, RecorderError
 from ..integrations.export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
@@ -283,9 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
             "actions, rewards, terminations, truncations (N rows per episode), and "
             "episode_starts, episode_lengths, observation_starts, episode_seeds, "
             "episode_sub_envs. Dict and Tuple leaves get names like observations/position. "
-            "See the README for how to index them. --format parquet writes a Hugging Face "
+            "docs/cli.md (export) shows how to index them. --format parquet writes a Hugging Face "
             "dataset folder (data/*.parquet, README.md, gym_recorder.json) and --format minari "
-            "a Minari dataset into Minari's root (README, section Training).",
+            "a Minari dataset into Minari's root (docs/training.md).",
             _examples("gym-recorder export rec --format npz -o rec.npz",
                       "gym-recorder export rec --format parquet -o rec_parquet",
                       "gym-recorder export rec --format minari --dataset-id me/cartpole-v0",
@@ -352,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
                    help="a JSON object of options for the fsspec filesystem")
     add_training_parsers(add)
+    add_play_parser(add, _examples, _add_env_options)
     return parser
 
 
@@ -423,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     name = f"{PROG} {args.command}"
     try:
-        if args.command not in ("record", "import-minari"):  # (those two create theirs)
+        if args.command not in ("record", "import-minari", "play"):  # (these create theirs)
             _check_directory(args.directory)
         status: int = args.func(args)
         return status

@@ -23,6 +23,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..errors import SpecError
+
 __all__ = ["active_vector_wrappers", "capture_spec", "capture_vector_wrappers", "EnvRebuilder",
            "import_modules", "MAKE_VEC_ARGUMENTS", "PASSIVE_VECTOR_WRAPPERS",
            "vector_sub_env_spec"]
@@ -42,10 +44,6 @@ PASSIVE_VECTOR_WRAPPERS = (
 )
 # Modules whose wrappers replay may load without them being imported first.
 _TRUSTED_MODULES = ("gymnasium.", "gym_recorder.")
-
-
-class SpecError(Exception):
-    """Internal: the recorded spec cannot be turned into an env (the message says why)."""
 
 
 def _json_ok(value: Any) -> bool:

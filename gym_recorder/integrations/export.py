@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..read.envgroups import group_envs
-from ..errors import FormatError, RecorderError, UnsupportedSpaceError, install_hint
+# (ExportError and MissingExtraError live in errors; they stay importable from here.)
+from ..errors import (ExportError, FormatError, MissingExtraError, UnsupportedSpaceError,
+                      require_extra)
 from ..format.values import manifest_metadata
 from .infocolumns import info_columns
 from ..read.reader import RecordingReader
@@ -42,24 +44,6 @@ DEFAULT_FPS = 30.0
 # Default plot size in pixels (width, height) and resolution.
 DEFAULT_PLOT_SIZE = (1000, 600)
 DEFAULT_PLOT_DPI = 100
-
-
-class ExportError(RecorderError):
-    """A recording cannot be turned into the requested output (the message says why)."""
-
-
-class MissingExtraError(RecorderError, ImportError):
-    """An optional dependency is not installed (the message names the extra to install)."""
-
-
-def _require(module: str, extra: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise MissingExtraError(f"{module} is not installed; install it with: "
-                                f"{install_hint(extra)}") from e
 
 
 def _finite(x: float) -> float | None:
@@ -355,7 +339,7 @@ def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
     rows = [r for r in summary["episode_table"] if r["length"]]  # empty ones: no return
     if not rows:
         raise ExportError(f"{summary['directory']}: the recording holds no episodes to plot")
-    _require("matplotlib", "plot")
+    require_extra("matplotlib", "plot")
     # No pyplot: no global figure state and no GUI backend, just the Agg canvas.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -463,9 +447,9 @@ class VideoWriter:
                               f"{', '.join(VIDEO_SUFFIXES)}")
         if fps is not None and not fps > 0:
             raise ExportError(f"fps must be positive, got {fps}")
-        _require("imageio", "video")
+        require_extra("imageio", "video")
         if self.suffix == ".mp4":
-            _require("imageio_ffmpeg", "video")
+            require_extra("imageio_ffmpeg", "video")
         self.fps = fps
         self.count = 0
         self._on_frame = on_frame

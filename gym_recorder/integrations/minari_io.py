@@ -28,10 +28,9 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
-                     RecorderError, UnsupportedSpaceError)
-from ..format.envspec import (MAKE_VEC_ARGUMENTS, EnvRebuilder, SpecError, active_vector_wrappers,
+                     ExportError, RecorderError, SpecError, UnsupportedSpaceError, require_extra)
+from ..format.envspec import (MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers,
                               fill_env_only_wrappers, import_modules)
-from .export import ExportError, _require
 from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
@@ -347,7 +346,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         MissingExtraError: if minari is not installed.
         ExportError: if a module of ``imports`` cannot be imported.
     """
-    minari = _require("minari", "minari")
+    minari = require_extra("minari", "minari")
     try:
         import_modules(list(imports))
     except ImportError as e:
@@ -559,7 +558,7 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
         DatasetError: if the dataset's files are damaged or inconsistent (its metadata, HDF5,
             episodes whose arrays disagree on the number of steps); nothing is written.
     """
-    minari = _require("minari", "minari")
+    minari = require_extra("minari", "minari")
     from ..record.wrapper import RecordingWrapper
 
     out = os.path.abspath(os.fspath(directory))

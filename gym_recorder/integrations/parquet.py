@@ -33,9 +33,8 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..errors import OutputExistsError, UnsupportedSpaceError
+from ..errors import OutputExistsError, UnsupportedSpaceError, require_extra
 from ..format.fileio import remove_stale_temps, temp_sibling
-from .export import _require
 from .infocolumns import InfoColumns, info_columns
 from ..format import exact_in
 from ..read.reader import RecordingReader
@@ -271,8 +270,8 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         EmptySelectionError: if there are no episodes.
         MissingExtraError: if pyarrow is not installed.
     """
-    pa = _require("pyarrow", "arrow")
-    pq = _require("pyarrow.parquet", "arrow")
+    pa = require_extra("pyarrow", "arrow")
+    pq = require_extra("pyarrow.parquet", "arrow")
     out = os.path.abspath(os.fspath(out))
     if type(max_file_bytes) is not int or max_file_bytes <= 0:
         raise ValueError(f"max_file_bytes must be a positive int, got {max_file_bytes!r}")

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._checks import _check_batch
+from ._checks import check_batch
 from ._repair import REPAIR_FOLDER_PREFIX, repair
 from ..errors import FormatError, RecorderError
 from ..format import MANIFEST_SUFFIX
@@ -110,7 +110,7 @@ def verify(directory: str | os.PathLike[str]) -> list[Problem]:
             except FormatError as e:
                 report(name, str(e).removeprefix(f"{name} "))
         for binfo in m.batches:
-            check = _check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo)
+            check = check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo)
             known.update((check.json_name, check.bin_name))
             for file, message in check.problems:
                 report(file, message)

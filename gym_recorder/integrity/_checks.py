@@ -15,7 +15,8 @@ from ..format.fileio import open_regular, read_json_file
 from ..format import (FORMAT_NAME, FORMAT_VERSION, INDEX_TABLE_WIDTH, MAX_NESTING, batch_stem,
                      parse_batch_index, parse_ref)
 
-__all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE", "ACCESS_ERRNOS", "access_cause"]
+__all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE", "ACCESS_ERRNOS", "access_cause", "BatchCheck",
+           "check_batch"]
 
 # Bytes read at a time when checksumming an array, so that a huge array needs no huge buffer.
 CRC_CHUNK_BYTES = 1 << 24
@@ -81,7 +82,7 @@ def _differs(listed: Any, actual: int) -> bool:
     return type(listed) is not int or listed != actual
 
 
-class _BatchCheck:
+class BatchCheck:
     """The result of checking one batch: its manifest entry (when complete) and its problems.
 
     A problem is either the batch's as a whole (``fatal``: its JSON, its header, its counts) or
@@ -119,8 +120,8 @@ class _BatchCheck:
         return not self.problems
 
 
-def _check_batch(directory: str, prefix: str, first: int, json_name: str,
-                 listed: dict[str, Any] | None) -> _BatchCheck:
+def check_batch(directory: str, prefix: str, first: int, json_name: str,
+                 listed: dict[str, Any] | None) -> BatchCheck:
     """Checks one batch of our format: its files, its structure and every array's checksum.
 
     Args:
@@ -130,7 +131,7 @@ def _check_batch(directory: str, prefix: str, first: int, json_name: str,
         json_name: the batch JSON's file name.
         listed: the manifest's entry for the batch (sizes and checksum to hold it to), or None.
     """
-    check = _BatchCheck(json_name)
+    check = BatchCheck(json_name)
     good_index = None
     bin_name = listed.get("bin") if listed is not None else None
     if not isinstance(bin_name, str):

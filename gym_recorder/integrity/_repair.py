@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from ._checks import _BatchCheck, _check_batch, access_cause
+from ._checks import BatchCheck, access_cause, check_batch
 from ._salvage import salvage_runs, write_batch
 from ..errors import FormatError, RecorderError, RepairError
 from ..format import BATCH_NAME_RE as _BATCH_NAME_RE
@@ -161,7 +161,7 @@ def _repair(directory: str, files: list[str]) -> list[str]:
 class _Salvage:
     """A damaged batch some of whose entries are kept: its check, the runs kept, what is wrong."""
 
-    def __init__(self, check: _BatchCheck, runs: list[list[int]], why: str) -> None:
+    def __init__(self, check: BatchCheck, runs: list[list[int]], why: str) -> None:
         self.check, self.runs, self.why = check, runs, why
         self.written: list[dict[str, Any]] = []  # the BATCH entries of the new batches
 
@@ -179,7 +179,7 @@ def _write_run(directory: str, prefix: str, salvage: _Salvage, run: list[int],
     json_name, _ = write_batch(directory, prefix, salvage.check.doc, run, source_bin,
                                keep_offsets)
     first = salvage.check.doc["first"] + run[0]
-    check = _check_batch(directory, prefix, first, json_name, None)
+    check = check_batch(directory, prefix, first, json_name, None)
     if not check.ok or check.info is None:
         raise RecorderError(f"{json_name}: the salvaged batch does not check out (a bug): "
                             f"{check.problems[:1]}")
@@ -239,14 +239,14 @@ def _repair_writer(directory: str, prefix: str, batches: dict[int, set[str]],
             why = f"its entries overlap the previous batch (which ends at entry {end})"
         else:
             entry = listed.get(stem + ".json")
-            check = _check_batch(directory, prefix, first, stem + ".json", entry)
+            check = check_batch(directory, prefix, first, stem + ".json", entry)
             if check.unreadable is not None:  # (opened by _check_readable moments ago)
                 raise _unreadable(directory, *check.unreadable)
             if not check.ok and entry is not None:
                 # The manifest's entry may be what is wrong (a count edited, say): a batch whose
                 # JSON is byte for byte the one the entry committed (size and CRC-32) and that
                 # checks out on its own is kept, with its entry rebuilt from it.
-                alone = _check_batch(directory, prefix, first, stem + ".json", None)
+                alone = check_batch(directory, prefix, first, stem + ".json", None)
                 if alone.ok and alone.info is not None and all(
                         alone.info.get(k) == entry.get(k) for k in ("json_size", "json_crc32")):
                     actions.append(f"rebuilt {manifest}'s entry of {stem}.json from the batch "

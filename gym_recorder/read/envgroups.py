@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RecorderWarning
+from ..errors import MixedEnvsWarning  # (it stays importable from here)
 from ..format import MANIFEST_SUFFIX
 
 __all__ = ["group_envs", "other_env_ids", "warn_if_other_envs", "MixedEnvsWarning"]
@@ -25,10 +25,6 @@ __all__ = ["group_envs", "other_env_ids", "warn_if_other_envs", "MixedEnvsWarnin
 MAX_MANIFESTS_SCANNED = 200
 HEAD_BYTES = 8192
 _ENV_ID_RE = re.compile(rb'"env_id":\s*(null|"(?:[^"\\]|\\.)*")')
-
-
-class MixedEnvsWarning(RecorderWarning):
-    """A writer records an env other than the ones already recorded in its directory."""
 
 
 def _label(env_id: Any) -> str:

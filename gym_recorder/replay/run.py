@@ -25,9 +25,8 @@ from typing import Any, cast
 import numpy as np
 
 from .compare import EpisodeCheck, first_difference, same_float, tree_row
-from ..format.envspec import (MAKE_VEC_ARGUMENTS, USER_MODULES, EnvRebuilder, SpecError,
-                      import_modules)
-from ..errors import RecorderError
+from ..format.envspec import MAKE_VEC_ARGUMENTS, USER_MODULES, EnvRebuilder, import_modules
+from ..errors import ReplayError, SpecError  # (ReplayError stays importable from here)
 from ..read.reader import RecordingReader
 
 __all__ = [
@@ -46,10 +45,6 @@ SAMPLE_ENVS_NAMESPACE = "sample_envs/"
 # Vector envs whose sub-envs are independent gymnasium.make envs (a native vector_entry_point
 # env is one implementation of all sub-envs at once, with its own random streams).
 REPLAYABLE_VECTORIZATION_MODES = ("sync", "async")
-
-
-class ReplayError(RecorderError):
-    """An env cannot be made, a policy cannot be loaded, or a recording cannot be replayed."""
 
 
 # -- making envs and policies ---------------------------------------------------------------------

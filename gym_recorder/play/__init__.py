@@ -1,0 +1,12 @@
+"""Human play: a person plays an env with the keyboard; the episodes they keep are recorded.
+
+``keys`` (key maps: names, combinations, actions checked against the action space; ``--keys``
+text), ``window`` (the pygame window: frames and a status line), ``episodes`` (one writer per
+episode, so that a restarted or discarded episode leaves the recording whole), ``loop``
+(:func:`play` itself). ``gym-recorder play`` is :mod:`gym_recorder.cli.play`. Needs pygame
+(the ``play`` extra), imported when play starts.
+"""
+
+from .loop import DEFAULT_FPS, PlayStatus, PlaySummary, play
+
+__all__ = ["play", "PlayStatus", "PlaySummary", "DEFAULT_FPS"]
