@@ -4,7 +4,10 @@
    episode table is in the page (the page's own ``performance.now()`` when the table is shown,
    and the wall time seen by the driver). Baseline in the same run: the same page on a
    1-episode recording (the page's fixed cost). Target: under 1 s.
-2. Bytes of one episode: a large image recording (default 2,000 MB of 84x84x3 frames in
+2. A 100,000-step episode (``FixedLength-v0``, 2-dimensional observations): the time from
+   navigation until the episode is shown (charts drawn, cursor at step 54,321), and the time of
+   one cursor move (the mean of 20 presses of the right arrow key, each waited for).
+3. Bytes of one episode: a large image recording (default 2,000 MB of 84x84x3 frames in
    1,000-step episodes); the page is opened on episode 0, then one episode in the middle is
    selected, and the server's byte count for that selection is compared with the bytes of that
    episode's arrays (the page reads the charted columns whole and image frames one at a time, so
@@ -37,6 +40,7 @@ from gym_recorder import RecordingReader, RecordingWrapper  # noqa: E402
 from gym_recorder.integrations.view import make_server  # noqa: E402
 
 TABLE_TARGET_MS = 1000.0
+LONG_STEPS = 100_000
 FRAME_BYTES = 84 * 84 * 3
 EPISODE_STEPS = 1000
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -110,6 +114,38 @@ def time_to_table(driver, url: str) -> tuple[float, float, int]:
     return page, wall, rows
 
 
+def long_episode(driver, work: str) -> tuple[float, float]:
+    """(ms to show step 54,321 of a 100,000-step episode, ms per cursor move)."""
+    from selenium.webdriver.common.keys import Keys
+
+    directory = os.path.join(work, "long")
+    env = RecordingWrapper(gym.make("sample_envs/FixedLength-v0", episode_length=LONG_STEPS,
+                                    obs_shape=(2,)), directory)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        done = term or trunc
+    env.close()
+    server = serve(directory)
+    try:
+        t0 = time.perf_counter()
+        driver.get(f"{server.url}?episode=0&step=54321")
+        wait(driver, "return document.body.dataset.state", lambda v: v in ("ready", "error"))
+        shown = (time.perf_counter() - t0) * 1000
+        body = driver.find_element("tag name", "body")
+        moves = 20
+        t0 = time.perf_counter()
+        for k in range(54322, 54322 + moves):
+            body.send_keys(Keys.ARROW_RIGHT)
+            wait(driver, "return document.getElementById('scrub').value", lambda v, k=k: v == str(k))
+        move = (time.perf_counter() - t0) * 1000 / moves
+    finally:
+        server.shutdown()
+        server.server_close()
+    return shown, move
+
+
 def episode_bytes(directory: str, index: int) -> int:
     """Bytes of every array of an episode's entries (from the batch JSON, as the spec says)."""
     with RecordingReader(directory) as reader:
@@ -176,6 +212,10 @@ def main() -> int:
             for s in servers.values():
                 s.shutdown()
                 s.server_close()
+
+            shown, move = long_episode(driver, work)
+            print(f"a {LONG_STEPS:,}-step episode: shown in {shown:.0f} ms (navigation to "
+                  f"ready), one cursor move {move:.1f} ms (mean of 20)")
 
             t = time.perf_counter()
             record_images(big, args.big_mb)

@@ -108,12 +108,15 @@ def check_table(rows: list[list[str]], directory: Path) -> None:
         assert math.isclose(float(row[4]), s.total_reward, rel_tol=1e-12, abs_tol=1e-9)
         assert row[5] == (s.end or "")
         assert row[6] == ("" if s.seed is None else str(s.seed))
+        assert row[7] == ("" if s.sub_env is None else str(s.sub_env))
 
 
 def at_cursor(driver) -> dict:
+    """The "at the cursor" panel: each line's exact value (its data-json; the text is rounded)."""
     import json
-    text = driver.execute_script("return document.getElementById('info').textContent")
-    return {k: json.loads(v) for k, v in (line.split(": ", 1) for line in text.splitlines())}
+    pairs = driver.execute_script(
+        "return [...document.querySelectorAll('#info .kv')].map(s => [s.dataset.key, s.dataset.json])")
+    return {k: json.loads(v) for k, v in pairs}
 
 
 def test_cartpole_two_writers_table_sort_filter_links_keys(driver, tmp_path):
@@ -255,15 +258,15 @@ def test_nested_dict_tree_and_values_at_cursor(driver, tmp_path):
         px = canvas_pixels(driver, "observations/grid")
         for c in range(3):
             np.testing.assert_array_equal(px[..., c], ep.observations["grid"][4])
-        # Unticking a leaf removes its chart; the choice survives a change of episode.
-        n_charts = len(driver.find_elements("css selector", "#charts canvas"))
+        # Unticking a leaf removes its panels; the choice survives a change of episode.
+        n_charts = len(driver.find_elements("css selector", "#charts .chart-box"))
         driver.find_element("css selector", "#tree input[data-leaf='observations/position']").click()
-        assert len(driver.find_elements("css selector", "#charts canvas")) == n_charts - 1
+        assert len(driver.find_elements("css selector", "#charts .chart-box")) == n_charts - 1
         driver.find_element("css selector", "#episodes tbody tr[data-index='0']").click()
         wait_for(driver, "return document.getElementById('episode-title').textContent",
                  lambda t: t.startswith("Episode 0 "))
         wait_for(driver, "return document.body.dataset.state", lambda s: s == "ready")
-        assert len(driver.find_elements("css selector", "#charts canvas")) == n_charts - 1
+        assert len(driver.find_elements("css selector", "#charts .chart-box")) == n_charts - 1
     finally:
         served.close()
 
@@ -457,7 +460,7 @@ def test_hostile_names_are_shown_as_text_and_never_run(driver, tmp_path):
         driver.find_element("css selector", "#next").click()
         wait_for(driver, "return document.getElementById('step-label').textContent",
                  lambda t: t.startswith("step 1 "))
-        wait_for(driver, "return document.getElementById('info').textContent",
+        wait_for(driver, "return document.querySelector('#info .kv[data-key=info]').dataset.json",
                  lambda t: '"__proto__":5' in t)
         assert driver.execute_script("return window.__xss === undefined")
     finally:

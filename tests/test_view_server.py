@@ -321,3 +321,86 @@ def test_an_idle_or_half_sent_request_is_closed_after_the_timeout(recording, mon
         srv.shutdown()
         srv.server_close()
         thread.join(10)
+
+
+def _hold_port() -> tuple[object, int]:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s, s.getsockname()[1]
+
+
+def test_a_busy_port_asked_for_is_one_line_with_a_hint(recording):
+    holder, port = _hold_port()
+    try:
+        proc = run_cli(str(recording), "--port", str(port), "--no-browser")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        holder.close()
+    assert proc.returncode == 1 and out == ""
+    assert err.count("\n") == 1, err
+    assert f"port {port} on 127.0.0.1 is in use" in err and "--port 0" in err
+
+
+def test_a_busy_default_port_falls_back_to_a_free_one(recording):
+    from gym_recorder.integrations import view
+
+    import socket
+
+    holders = []
+    for p in range(view.DEFAULT_PORT, view.DEFAULT_PORT + view.PORT_TRIES):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+            s.listen(1)
+            holders.append(s)
+        except OSError:  # already in use by someone else: busy all the same
+            s.close()
+    try:
+        server = view._bind(recording, "127.0.0.1", None)
+        try:
+            port = server.server_address[1]
+            assert not view.DEFAULT_PORT <= port < view.DEFAULT_PORT + view.PORT_TRIES
+            assert server.url == f"http://127.0.0.1:{port}/"
+        finally:
+            server.server_close()
+    finally:
+        for s in holders:
+            s.close()
+
+
+def test_clients_that_drop_before_the_answer_print_no_traceback(recording):
+    import socket
+    import struct
+    import time
+
+    proc = run_cli(str(recording), "--port", "0", "--no-browser")
+    try:
+        url = proc.stdout.readline().strip()
+        host, port = url[len("http://"):-1].split(":")
+        for i in range(60):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            # A reset (not a FIN) on close: the server's answer hits a dead connection.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            path = "/recording/../x" if i % 3 == 0 else "/nope" if i % 3 == 1 else \
+                "/recording/" + next(recording.glob("*.bin")).name
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            if i % 2:
+                s.sendall(b"GET /half")  # half a request, then gone
+            s.close()
+        time.sleep(0.5)
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        conn.request("GET", "/api/manifests")
+        assert conn.getresponse().status == 200  # still serving
+        conn.close()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        err = proc.stderr.read()
+        assert "Traceback" not in err and "Error" not in err, err
+        assert err.strip() == "stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

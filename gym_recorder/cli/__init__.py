@@ -333,8 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
             _examples("gym-recorder view rec",
                       "gym-recorder view rec --port 8000 --no-browser"))
     p.add_argument("directory", help="the recording directory")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
-                   help=f"the port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--port", type=int, default=None, metavar="P",
+                   help=f"the port (default {DEFAULT_PORT}, or the next free one when it is in "
+                        "use; 0 picks any free one)")
     p.add_argument("--host", default=DEFAULT_HOST, metavar="H",
                    help=f"the address to bind (default {DEFAULT_HOST}: this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")

@@ -95,6 +95,11 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           the same way
     "observation_space": SPACE, "action_space": SPACE      (see "Spaces")
     "vector": null or {"num_envs": K, "autoreset_mode": "NextStep" | "SameStep" | "Disabled"}
+    "action_names": ["NOOP", "FIRE", ...]  optional: for a Discrete action space, one string
+                                          per action (action start + i is named by item i),
+                                          as the env names them (ALE's get_action_meanings());
+                                          absent when the env gives none. Only for showing
+                                          actions: readers MUST NOT require it
     "metadata": {...}                     optional: who or what produced the recording, as the
                                           user gave it (``RecordingWrapper(metadata=...)``,
                                           ``record --meta KEY=VALUE``): an object of plain JSON
@@ -137,7 +142,7 @@ An object: ``{"format": "gym_recorder", "version": 1, "prefix": P, "first": int,
 BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuilt from the batch
 files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
-vector, metadata), so that a lost manifest can be rebuilt from the batch files alone; readers use the
+vector, action_names when present, metadata), so that a lost manifest can be rebuilt from the batch files alone; readers use the
 manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
 BATCH's; readers MAY ignore them (gym_recorder's does; ``verify`` reports a ``first`` that
 differs). Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
@@ -446,7 +451,8 @@ Version history
 know them ignore, and the optional batch INDEX
 (manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
 readers that do not know it ignore the keys, and one that refuses bytes after the last array it
-knows of (which the text above allows) refuses such batches. Files without ``"format"``/``"version"`` whose prefix starts
+knows of (which the text above allows) refuses such batches. Later writers also add the optional manifest
+(and HEADER) key ``"action_names"``; readers that do not know it ignore it. Files without ``"format"``/``"version"`` whose prefix starts
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
 

@@ -23,6 +23,7 @@ page can reach it through a DNS name of its own (DNS rebinding); others get 403.
 
 from __future__ import annotations
 
+import errno
 import http.server
 import json
 import os
@@ -43,6 +44,8 @@ __all__ = ["ViewServer", "make_server", "run", "VIEWER_DIR"]
 VIEWER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "viewer")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+# ``run`` without a port tries DEFAULT_PORT, then this many following ports, then any free one.
+PORT_TRIES = 10
 # Bytes copied per write when sending a file: big enough to be cheap, small enough for memory.
 CHUNK = 1 << 20
 # Longest URL path accepted (anything longer is a 400): far beyond any recording's file names.
@@ -133,6 +136,13 @@ class ViewServer(http.server.ThreadingHTTPServer):
             name = name[: -len(port)]
         return name in _LOOPBACK_NAMES
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (closed, reset, timed out) is not an error worth a traceback:
+        the page reconnects. Anything else is printed as socketserver does."""
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
     def count(self, n: int) -> None:
         with self._lock:
             self.bytes_sent += n
@@ -181,11 +191,18 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
             else:
                 raise _Refused(404, "not found")
         except _Refused as e:
-            self._send_error(e.status, str(e), body)
+            self._refuse(e.status, str(e), body)
         except ValueError as e:  # several segments under /viewer/, bad percent-encoding
-            self._send_error(400, f"bad path: {e}", body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+            self._refuse(400, f"bad path: {e}", body)
+        except ConnectionError:  # the client went away mid-answer (BrokenPipe, reset, aborted)
+            self.close_connection = True
+
+    def _refuse(self, status: int, message: str, body: bool) -> None:
+        """Sends an error answer; a client that already went away gets none (and no traceback)."""
+        try:
+            self._send_error(status, message, body)
+        except ConnectionError:
+            self.close_connection = True
 
     def _manifests(self) -> list[str]:
         names = []
@@ -328,14 +345,48 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run(directory: str | os.PathLike[str], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+def _bind(directory: str | os.PathLike[str], host: str, port: int | None) -> ViewServer:
+    """A server on ``port``; without one, on the first free port from DEFAULT_PORT on (any free
+    port after PORT_TRIES busy ones). A busy port that was asked for is a one-line OSError."""
+    if port is not None:
+        try:
+            return make_server(directory, host, port)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            raise OSError(e.errno, f"port {port} on {host} is in use by another program; "
+                                   f"choose another with --port, or --port 0 for any free one"
+                          ) from None
+    for candidate in [*range(DEFAULT_PORT, DEFAULT_PORT + PORT_TRIES), 0]:
+        try:
+            return make_server(directory, host, candidate)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+    raise AssertionError("unreachable: port 0 is never in use")  # pragma: no cover
+
+
+def run(directory: str | os.PathLike[str], host: str = DEFAULT_HOST, port: int | None = None,
         open_browser: bool = True) -> int:
     """Serves the viewer until Ctrl-C; prints the URL as the first line of stdout.
 
+    Args:
+        directory: the recording directory.
+        host: the address to bind.
+        port: the port; None (the default) takes DEFAULT_PORT or, when another program holds
+            it, the next free one (the URL printed says which).
+
     Returns:
         0 once stopped by Ctrl-C.
+
+    Raises:
+        OSError: if ``port`` was given and is in use (one line, with a hint), or the address
+            cannot be bound.
     """
-    server = make_server(directory, host, port)
+    server = _bind(directory, host, port)
+    if port is None and server.server_address[1] != DEFAULT_PORT:
+        print(f"port {DEFAULT_PORT} is in use: serving on port {server.server_address[1]}",
+              file=sys.stderr, flush=True)
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C (SIGINT) and SIGTERM stop the server cleanly, also when it was started in the
         # background of a non-interactive shell, which starts it with SIGINT ignored.

@@ -29,15 +29,42 @@ DEFAULT_TARGET_BATCH_BYTES = 5_000_000
 DEFAULT_FLUSH_INTERVAL = 10.0
 
 
+def action_names(env: gym.Env | gym.vector.VectorEnv,
+                 action_space: gym.Space[Any]) -> list[str] | None:
+    """The names of a Discrete action space's actions, when the env gives them (ALE's
+    ``get_action_meanings()``): one string per action, else None. A vector env's sub-envs must
+    all give the same names. An env whose method fails is recorded without names."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        return None
+    try:
+        if isinstance(env, gym.vector.VectorEnv):
+            call = getattr(env, "call", None)  # (Sync/AsyncVectorEnv; not VectorEnv itself)
+            answers = call("get_action_meanings") if callable(call) else None
+            names = answers[0] if answers and all(a == answers[0] for a in answers) else None
+        else:
+            method = getattr(env.unwrapped, "get_action_meanings", None)
+            names = method() if callable(method) else None
+    except Exception:  # noqa: BLE001  (an env's own failure: the names are only a nicety)
+        return None
+    if not isinstance(names, (list, tuple)) or len(names) != int(action_space.n) or \
+            not all(isinstance(n, str) for n in names):
+        return None
+    return list(names)
+
+
 def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space[Any],
                action_space: gym.Space[Any]) -> dict[str, Any]:
-    """The manifest fields that describe the environment: id, spec, spaces."""
+    """The manifest fields that describe the environment: id, spec, spaces, action names."""
     spec = getattr(env, "spec", None)
     if spec is None and isinstance(env, gym.vector.VectorEnv):
         spec = vector_sub_env_spec(env)  # (built from env functions: its sub-envs' spec)
-    return {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
-            "observation_space": describe_space(observation_space),
-            "action_space": describe_space(action_space), "vector": None}
+    header = {"env_id": spec.id if spec is not None else None, "env_spec": capture_spec(spec),
+              "observation_space": describe_space(observation_space),
+              "action_space": describe_space(action_space), "vector": None}
+    names = action_names(env, action_space)
+    if names is not None:  # (absent, not null, when the env has none: older files look alike)
+        header["action_names"] = names
+    return header
 
 
 class _Settings(TypedDict):

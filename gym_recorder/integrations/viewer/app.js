@@ -2,14 +2,24 @@
 
 import { Recording, stats } from "./data.js";
 import { LineChart, histogram, colourOf } from "./charts.js";
+import { fmtNum, fmtValue, dtypeName, esc } from "./fmt.js";
+
+// The episode's modules load while the table is read and drawn (the table needs none of them).
+const later = Promise.all([import("./frames.js"), import("./panels.js"), import("./infoseries.js"), import("./dataset.js")]);
+let FramePlayer, frameScale, buildPanels, endMarkers, infoSeries, robustOutliers, dimensionStats;
+const loaded = later.then(([frames, panels, infos, dataset]) => {
+  ({ FramePlayer, frameScale } = frames);
+  ({ buildPanels, endMarkers } = panels);
+  ({ infoSeries } = infos);
+  ({ robustOutliers, dimensionStats } = dataset);
+});
+import { filteredSorted, rowHTML, treeHTML } from "./table.js";
 
 const $ = (id) => document.getElementById(id);
 const FPS = 30;                 // playback frames per second at 1x
-const FRAME_CACHE = 64;         // decoded frames kept per image leaf
 const URL_UPDATE_MS = 250;      // browsers throttle history.replaceState; update at most this often
 const MAX_DEFAULT_SERIES_LEAVES = 8;
-const MAX_FRAME_PX = 320;       // frames are drawn at an integer scale up to about this size
-const MAX_FRAME_SCALE = 8;
+const MAX_STATS_EPISODES = 2000;  // episodes read for the per-dimension statistics at most
 const ROW_H = 22;               // px, the table's fixed row height (see style.css)
 const OVERSCAN_ROWS = 20;       // rows drawn above and below the visible ones
 
@@ -20,14 +30,13 @@ const state = {
   episode: null, data: null, step: 0, steps: 0,
   chosen: new Set(), chosenInit: false,   // leaf paths shown (kept across episodes)
   hidden: new Set(),                      // series names toggled off (kept across episodes)
-  charts: [], players: [], series: new Map(),
+  charts: [], players: [], series: new Map(), infoSeries: new Map(), markers: [],
+  view: { x0: 0, x1: 1, max: 1, yZoom: 1 },  // the step range every panel shows (shared)
+  frameScale: "fit", compare: null,          // compare: {ep, series: Map} of a second episode
   playing: false, timer: null, urlTimer: null, loadToken: 0,
 };
-window.viewer = { state, stats, timings: {}, select: (i, step = 0) => selectEpisode(i, step) };
-
-function esc(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-}
+window.viewer = { state, stats, timings: {}, select: (i, step = 0) => selectEpisode(i, step),
+  zoom: (x0, x1) => zoom(x0, x1, state.view.yZoom), compare: (i) => compareWith(i) };
 
 function showError(e) {
   console.error(e);
@@ -37,33 +46,11 @@ function showError(e) {
   document.body.dataset.state = "error";
 }
 
-function fmtReturn(v) { return Number.isFinite(v) ? String(Number(v.toPrecision(12))) : String(v); }
-
 // -- the episode table ------------------------------------------------------------------------
-
-function matches(ep, filter) {
-  if (!filter) return true;
-  const m = /^\s*(index|length|return|seed|end|env|writer)\s*(<=|>=|!=|=|<|>)\s*(.+?)\s*$/.exec(filter);
-  if (m) {
-    const key = { writer: "writerName" }[m[1]] || m[1], v = ep[key], op = m[2], w = m[3];
-    const num = Number(w), a = typeof v === "number" && !Number.isNaN(num) ? v : String(v);
-    const b = typeof a === "number" ? num : w;
-    return { "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b, "=": a === b, "!=": a !== b }[op];
-  }
-  const text = `${ep.index} ${ep.writerName} ${ep.env} ${ep.length} ${fmtReturn(ep.return)} ${ep.end} ${ep.seed}`;
-  return text.toLowerCase().includes(filter.toLowerCase());
-}
 
 function renderTable() {
   const key = state.sortKey, dir = state.sortDir;
-  const rows = state.rec.episodes.filter((ep) => matches(ep, state.filter));
-  rows.sort((a, b) => {
-    const x = a[key], y = b[key];
-    if (x === y) return a.index - b.index;
-    if (x === null || x === undefined) return 1;
-    if (y === null || y === undefined) return -1;
-    return (x < y ? -1 : 1) * dir;
-  });
+  const rows = filteredSorted(state.rec.episodes, state.filter, key, dir);
   state.rows = rows;
   drawRows();
   for (const th of $("episodes").tHead.rows[0].cells) {
@@ -78,12 +65,9 @@ function drawRows() {
   const first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - OVERSCAN_ROWS);
   const last = Math.min(rows.length, first + Math.ceil((wrap.clientHeight || 360) / ROW_H) + 2 * OVERSCAN_ROWS);
   const sel = state.episode ? state.episode.index : -1;
-  const spacer = (n) => (n > 0 ? `<tr class="spacer" style="height:${n * ROW_H}px"><td colspan="7"></td></tr>` : "");
-  $("episodes").tBodies[0].innerHTML = spacer(first) + rows.slice(first, last).map((ep) =>
-    `<tr data-index="${ep.index}"${ep.index === sel ? ' class="selected"' : ""}><td class="num">${ep.index}</td>` +
-    `<td title="${esc(ep.writerName)}">${esc(ep.writerName.slice(-14))}</td><td>${esc(ep.env ?? "")}</td>` +
-    `<td class="num">${ep.length}</td><td class="num" data-value="${ep.return}">${fmtReturn(ep.return)}</td>` +
-    `<td>${esc(ep.end ?? "")}</td><td class="num">${ep.seed ?? ""}</td></tr>`).join("") + spacer(rows.length - last);
+  const spacer = (n) => (n > 0 ? `<tr class="spacer" style="height:${n * ROW_H}px"><td colspan="8"></td></tr>` : "");
+  $("episodes").tBodies[0].innerHTML = spacer(first) + rows.slice(first, last).map((ep) => rowHTML(ep, sel)).join("") +
+    spacer(rows.length - last);
 }
 
 function scrollToEpisode(index) {
@@ -107,6 +91,7 @@ function renderOverview() {
     returns: histogram($("hist-return"), eps.map((e) => e.return), { colour: colourOf("return"), label: "episodes" }),
     lengths: histogram($("hist-length"), eps.map((e) => e.length), { colour: colourOf("length"), label: "episodes" }),
   };
+  robustOutliers(eps);
   const writers = state.rec.writers.length, legacy = state.rec.writers.filter((w) => w.legacy).length;
   $("status").textContent = `${eps.length} episodes, ${writers} writer${writers === 1 ? "" : "s"}` +
     (legacy ? ` (${legacy} gym-recording)` : "") + ` · ${stats.requests} requests, ${(stats.bytes / 1e6).toFixed(2)} MB read`;
@@ -114,36 +99,8 @@ function renderOverview() {
 
 // -- one episode ------------------------------------------------------------------------------
 
-// Tree nodes have no prototype and mark their leaf with a symbol, so that Dict keys such as
-// "__proto__", "constructor" or "__leaf" are plain children (not Object.prototype's members).
-const LEAF = Symbol("leaf");
-
-function leafTree(paths) {
-  const root = Object.create(null);
-  for (const p of paths) {
-    let node = root;
-    for (const part of p.split("/")) node = node[part] ??= Object.create(null);
-    node[LEAF] = p;
-  }
-  return root;
-}
-
 function renderTree(leaves) {
-  const html = (node, name) => {
-    const kids = Object.keys(node);
-    let out = "<li>";
-    if (node[LEAF]) {
-      const leaf = leaves.get(node[LEAF]), kind = leaf.kind;
-      const shape = leaf.rowShape ? `[${leaf.rowShape.join("×")}] ${leaf.dtype}` : "values";
-      const box = kind === "series" || kind === "image"
-        ? `<input type="checkbox" data-leaf="${esc(leaf.path)}"${state.chosen.has(leaf.path) ? " checked" : ""}>` : "";
-      out += `<label title="${esc(leaf.path)}">${box}${esc(name)} <small>${esc(shape)}${kind === "image" ? " image" : ""}</small></label>`;
-    } else out += `<span>${esc(name)}</span>`;
-    if (kids.length) out += "<ul>" + kids.map((k) => html(node[k], k)).join("") + "</ul>";
-    return out + "</li>";
-  };
-  const tree = leafTree([...leaves.keys()]);
-  $("tree").innerHTML = "<ul>" + Object.keys(tree).map((k) => html(tree[k], k)).join("") + "</ul>";
+  $("tree").innerHTML = treeHTML(leaves, state.chosen);
 }
 
 async function selectEpisode(index, step) {
@@ -161,114 +118,127 @@ async function selectEpisode(index, step) {
     let n = 0, images = 0;
     for (const leaf of leaves.values()) {
       if (leaf.kind === "series" && n < MAX_DEFAULT_SERIES_LEAVES) { state.chosen.add(leaf.path); n++; }
-      if (leaf.kind === "image" && images < 2) { state.chosen.add(leaf.path); images++; }
+      if (leaf.kind === "image" && images < 4) { state.chosen.add(leaf.path); images++; }
     }
     state.chosenInit = true;
   }
   const seriesLeaves = [...leaves.values(), data.rewards, data.terminations, data.truncations].filter((l) => l.kind === "series" && l.rows);
-  const loaded = await Promise.all(seriesLeaves.map((l) => l.readSeries()));
+  const [loaded, infos] = await Promise.all([Promise.all(seriesLeaves.map((l) => l.readSeries())),
+    infoSeries(data.infos).catch(() => new Map())]);
   if (token !== state.loadToken) return;
   state.data = data;
   state.leaves = leaves;
   state.series = new Map(seriesLeaves.map((l, i) => [l.path, loaded[i]]));
+  state.infoSeries = infos;
   state.steps = ep.length;
-  $("episode-title").textContent = `Episode ${ep.index} · ${ep.env ?? "unknown env"} · ${ep.length} steps · return ${fmtReturn(ep.return)}` +
-    (ep.end ? ` · ${ep.end}` : "") + (ep.legacy ? " · gym-recording" : "");
+  state.view = { x0: 0, x1: Math.max(ep.length, 1), max: Math.max(ep.length, 1), yZoom: 1 };
+  state.markers = endMarkers(state.series.get("terminations")?.[0], state.series.get("truncations")?.[0]);
+  if (state.compare && state.compare.ep === ep) state.compare = null;
+  $("episode-title").textContent = `Episode ${ep.index} · ${ep.env ?? "unknown env"} · ${ep.length} steps · return ${fmtNum(ep.return)}` +
+    (ep.end ? ` · ${ep.end}` : "") + (ep.subEnv !== null && ep.subEnv !== undefined ? ` · sub_env ${ep.subEnv}` : "") +
+    (ep.legacy ? " · gym-recording" : "");
   $("scrub").max = String(ep.length);
   state.returnChart.setCursor(ep.index);
   state.lengthChart.setCursor(ep.index);
   renderTree(leaves);
   buildViews();
   await setStep(Math.max(0, Math.min(step, ep.length)), true);
-  if (token === state.loadToken) document.body.dataset.state = "ready";
+  if (token === state.loadToken && !state.holdReady) document.body.dataset.state = "ready";
+}
+
+/** The groups of panels: chosen series leaves, rewards, then the infos' numbers. */
+function panelGroups() {
+  const groups = [], cmp = state.compare, names = state.episode.writer.actionNames;
+  const add = (title, path, cols, extra = {}) => {
+    const dims = cols.length === 1 && !(state.leaves.get(path)?.rowShape?.length) ? [title] : cols.map((_, j) => `${title}[${j}]`);
+    groups.push({ title, names: dims, cols, compare: cmp ? cmp.series.get(path) : null, ...extra });
+  };
+  for (const leaf of state.leaves.values()) {
+    if (!state.chosen.has(leaf.path) || leaf.kind !== "series") continue;
+    const discrete = /^[<>|=]?[biu]/.test(leaf.dtype) || /^(bool|u?int)/.test(leaf.dtype);
+    const named = leaf.path === "actions" && names;
+    add(leaf.path, leaf.path, state.series.get(leaf.path),
+      { step: discrete, yLabels: named ? names : null, yLabelStart: named ? state.episode.writer.actionStart : 0 });
+  }
+  if (state.series.has("rewards")) add("rewards", "rewards", state.series.get("rewards"));
+  if (state.infoSeries.size) {
+    const keys = [...state.infoSeries.keys()];
+    groups.push({ title: "infos", names: keys, cols: keys.map((k) => state.infoSeries.get(k)),
+      compare: cmp ? keys.map((k) => cmp.infos.get(k)) : null });
+  }
+  return groups;
 }
 
 function buildViews() {
-  const charts = $("charts"), frames = $("frames");
-  charts.innerHTML = ""; frames.innerHTML = "";
-  state.charts = []; state.players = [];
-  const chartOf = (title, names, cols) => {
-    const box = document.createElement("div");
-    box.className = "chart-box";
-    box.innerHTML = `<h2>${esc(title)}</h2>`;
-    const toggles = document.createElement("div");
-    toggles.className = "toggles";
-    const canvas = document.createElement("canvas");
-    canvas.width = 640; canvas.height = 130;
-    const chart = new LineChart(canvas, { onCursor: (i) => setStep(i) });
-    const series = names.map((name, j) => ({ name, data: cols[j], colour: colourOf(name), visible: !state.hidden.has(name) }));
-    if (names.length > 1) {
-      toggles.innerHTML = series.map((s) =>
-        `<label><input type="checkbox" data-series="${esc(s.name)}"${s.visible ? " checked" : ""}>` +
-        `<span class="swatch" style="background:${s.colour}"></span>${esc(s.name)}</label>`).join("");
-      toggles.addEventListener("change", (ev) => {
-        const name = ev.target.dataset.series;
-        if (ev.target.checked) state.hidden.delete(name); else state.hidden.add(name);
-        for (const s of series) s.visible = !state.hidden.has(s.name);
-        chart.setSeries(series);
-      });
-    }
-    box.append(toggles, canvas);
-    charts.append(box);
-    chart.setSeries(series);
-    chart.setCursor(state.step);
-    state.charts.push(chart);
-  };
+  const frames = $("frames");
+  frames.innerHTML = "";
+  state.players = [];
   for (const leaf of state.leaves.values()) {
-    if (!state.chosen.has(leaf.path)) continue;
-    if (leaf.kind === "series") {
-      const cols = state.series.get(leaf.path);
-      const names = cols.length === 1 ? [leaf.path] : cols.map((_, j) => `${leaf.path}[${j}]`);
-      chartOf(leaf.path, names, cols);
-    } else if (leaf.kind === "image") state.players.push(new FramePlayer(leaf, frames));
+    if (state.chosen.has(leaf.path) && leaf.kind === "image") state.players.push(new FramePlayer(leaf, frames));
   }
-  if (state.series.has("rewards")) chartOf("rewards", ["rewards"], state.series.get("rewards"));
+  $("views").hidden = !state.players.length;
+  scaleFrames();
+  state.charts = buildPanels($("charts"), panelGroups(), {
+    view: state.view, markers: state.markers, hidden: state.hidden,
+    compareLabel: state.compare ? `(episode ${state.compare.ep.index})` : "",
+    onCursor: (i) => { pause(); setStep(i); },
+    onZoom: (x0, x1, yZoom) => zoom(x0, x1, yZoom),
+    onToggle: (name, on) => {
+      if (on) state.hidden.delete(name); else state.hidden.add(name);
+      for (const c of state.charts) {
+        if (c.name !== name) continue;
+        c.canvas.hidden = !on;
+        if (on) { c.cursor = state.step; c.invalidate(); }
+      }
+    },
+  });
+  $("view-range").textContent = rangeText();
+  $("compare-label").textContent = state.compare ? `compared with episode ${state.compare.ep.index} (dashed)` : "";
+  scheduleURL();
 }
 
-class FramePlayer {
-  constructor(leaf, parent) {
-    this.leaf = leaf;
-    const [h, w] = leaf.rowShape;
-    this.h = h; this.w = w; this.c = leaf.rowShape.length === 3 ? leaf.rowShape[2] : 1;
-    const scale = Math.max(1, Math.min(MAX_FRAME_SCALE, Math.floor(Math.min(MAX_FRAME_PX / w, MAX_FRAME_PX / h))));
-    const box = document.createElement("div");
-    box.className = "chart-box";
-    box.innerHTML = `<h2>${esc(leaf.path)} · ${w}×${h}${scale > 1 ? ` ×${scale}` : ""}</h2>`;
-    this.canvas = document.createElement("canvas");
-    this.canvas.className = "frame";
-    this.canvas.dataset.leaf = leaf.path;
-    this.canvas.width = w; this.canvas.height = h;
-    this.canvas.style.width = `${w * scale}px`; this.canvas.style.height = `${h * scale}px`;
-    box.append(this.canvas);
-    parent.append(box);
-    this.cache = new Map();
-    this.want = -1;
-  }
+function scaleFrames() {
+  const sizes = state.players.map((p) => [p.w, p.h]);
+  const scale = frameScale(state.frameScale, sizes, $("frames").clientWidth || 600);
+  for (const p of state.players) p.setScale(scale);
+}
 
-  async frame(k) {
-    if (this.cache.has(k)) return this.cache.get(k);
-    const [part] = await this.leaf.readRows(k, k + 1);
-    if (this.cache.size >= FRAME_CACHE) this.cache.delete(this.cache.keys().next().value);
-    this.cache.set(k, part.data);
-    return part.data;
-  }
+function rangeText() {
+  const v = state.view, whole = v.x0 <= 0 && v.x1 >= v.max;
+  return whole ? `steps 0–${v.max} (all)` : `steps ${Math.round(v.x0)}–${Math.round(v.x1)} of ${v.max}`;
+}
 
-  async show(k) {
-    this.want = k;
-    if (k >= this.leaf.rows) return;
-    const px = await this.frame(k);
-    if (this.want !== k) return;
-    const img = new ImageData(this.w, this.h), d = img.data, n = this.w * this.h, c = this.c;
-    for (let i = 0; i < n; i++) {
-      if (c === 1) { d[4 * i] = d[4 * i + 1] = d[4 * i + 2] = px[i]; d[4 * i + 3] = 255; } else {
-        d[4 * i] = px[c * i]; d[4 * i + 1] = px[c * i + 1]; d[4 * i + 2] = px[c * i + 2];
-        d[4 * i + 3] = c === 4 ? px[c * i + 3] : 255;
-      }
-    }
-    this.canvas.getContext("2d").putImageData(img, 0, 0);
-    this.canvas.dataset.step = String(k);
-    this.frame(k + 1).catch(() => {}); // read ahead for playback
+/** Shows steps [x0, x1] in every panel; the cursor (and so the frame) moves into that range. */
+function zoom(x0, x1, yZoom = 1) {
+  const v = state.view;
+  v.x0 = Math.max(0, x0); v.x1 = Math.min(v.max, Math.max(x1, v.x0 + 1)); v.yZoom = yZoom;
+  for (const c of state.charts) if (!c.canvas.hidden) c.invalidate();
+  $("view-range").textContent = rangeText();
+  scheduleURL();
+  if (state.step < v.x0 || state.step > v.x1) setStep(Math.ceil(v.x0));
+}
+
+/** Overlays episode `index` on the panels (null: stop comparing). */
+async function compareWith(index) {
+  const ep = index === null || index === undefined ? null : state.rec.episodes[index];
+  if (!ep || ep === state.episode) {
+    state.compare = null;
+    state.view.max = Math.max(state.steps, 1);
+    state.view.x1 = Math.min(state.view.x1, state.view.max);
+    state.view.x0 = Math.min(state.view.x0, state.view.x1 - 1);
+    buildViews();
+    for (const c of state.charts) c.setCursor(state.step);
+    return;
   }
+  const data = state.rec.episodeData(ep);
+  const leaves = [...data.observations.values(), ...data.actions.values(), data.rewards].filter((l) => l.kind === "series" && l.rows);
+  const [cols, infos] = await Promise.all([Promise.all(leaves.map((l) => l.readSeries())), infoSeries(data.infos).catch(() => new Map())]);
+  state.compare = { ep, series: new Map(leaves.map((l, i) => [l.path, cols[i]])), infos };
+  const whole = state.view.x0 <= 0 && state.view.x1 >= state.view.max;
+  state.view.max = Math.max(state.steps, ep.length, 1);
+  if (whole) state.view.x1 = state.view.max;   // (a zoom stays; the whole view grows to both)
+  buildViews();
+  for (const c of state.charts) c.setCursor(state.step);
 }
 
 function rowValues(path, k) {
@@ -279,6 +249,11 @@ function rowValues(path, k) {
   return v.length === 1 && !(state.leaves.get(path)?.rowShape?.length) ? v[0] : v;
 }
 
+function actionName(v) {
+  const names = state.episode.writer.actionNames;
+  return names && typeof v === "number" ? names[v - state.episode.writer.actionStart] : undefined;
+}
+
 async function setStep(k, force = false) {
   if (!state.episode) return;
   k = Math.max(0, Math.min(k, state.steps));
@@ -286,14 +261,14 @@ async function setStep(k, force = false) {
   state.step = k;
   $("scrub").value = String(k);
   $("step-label").textContent = `step ${k} / ${state.steps}`;
-  for (const c of state.charts) c.setCursor(k);
+  for (const c of state.charts) { if (c.canvas.hidden) c.cursor = k; else c.setCursor(k); }
   scheduleURL();
   const shown = Promise.all(state.players.map((p) => p.show(k)));
   const at = { step: k };
   for (const leaf of state.leaves.values()) {
     if (leaf.kind === "series") at[leaf.path] = rowValues(leaf.path, k);
     else if (leaf.kind === "values") at[leaf.path] = leaf.values[k];
-    else at[leaf.path] = `[${leaf.rowShape.join("×")}] ${leaf.dtype}`;
+    else at[leaf.path] = `[${leaf.rowShape.join("×")}] ${dtypeName(leaf.dtype)}`;
   }
   if (k < state.steps) {
     at.reward = rowValues("rewards", k);
@@ -303,27 +278,53 @@ async function setStep(k, force = false) {
   try {
     at.info = await state.data.infos.at(k);
   } catch (e) { at.info = `unreadable: ${e.message}`; }
-  if (state.step === k) $("info").textContent = Object.entries(at).map(([key, v]) => `${key}: ${JSON.stringify(v)}`).join("\n");
+  if (state.step !== k) { await shown; return; }
+  $("info").innerHTML = Object.entries(at).map(([key, v]) => {
+    const full = JSON.stringify(v) ?? "undefined", name = key === "actions" ? actionName(v) : undefined;
+    return `<span class="kv" data-key="${esc(key)}" data-json="${esc(full)}" title="${esc(full)}">` +
+      `<b>${esc(key)}</b>: ${esc(fmtValue(v))}${name !== undefined ? ` <i class="action-name">${esc(name)}</i>` : ""}</span>\n`;
+  }).join("");
   await shown;
+}
+
+/** Per-dimension statistics over the filtered episodes (the table's rows), as a table. */
+async function showStats() {
+  const eps = state.rows.slice(0, MAX_STATS_EPISODES);
+  $("stats").textContent = `reading ${eps.length} episodes…`;
+  const rows = await dimensionStats(state.rec, eps);
+  const head = "<tr><th>dimension</th><th>min</th><th>max</th><th>mean</th><th>std</th><th title='values counted (observations: steps + 1 an episode)'>values</th></tr>";
+  const cell = (v) => `<td class="num" title="${v}">${fmtNum(v)}</td>`;
+  $("stats").innerHTML = `<p>${eps.length} of ${state.rows.length} filtered episodes` +
+    `${state.rows.length > eps.length ? ` (the first ${MAX_STATS_EPISODES})` : ""}</p>` +
+    `<table class="stats">${head}${rows.map((r) => `<tr><td>${esc(r.name)}</td>${cell(r.min)}${cell(r.max)}` +
+    `${cell(r.mean)}${cell(r.std)}<td class="num">${r.count}</td></tr>`).join("")}</table>`;
+  state.stats = rows;
+  document.body.dataset.stats = "shown";
 }
 
 function scheduleURL() {
   if (state.urlTimer) return;
   state.urlTimer = setTimeout(() => {
     state.urlTimer = null;
-    if (state.episode) history.replaceState(null, "", `?episode=${state.episode.index}&step=${state.step}`);
+    if (!state.episode) return;
+    const v = state.view, zoomed = v.x0 > 0 || v.x1 < v.max;
+    history.replaceState(null, "", `?episode=${state.episode.index}&step=${state.step}` +
+      (zoomed ? `&from=${Math.round(v.x0)}&to=${Math.round(v.x1)}` : "") +
+      (state.compare ? `&compare=${state.compare.ep.index}` : ""));
   }, URL_UPDATE_MS);
 }
 
+// Playback runs through the steps the panels show (all of them unless zoomed).
 function play() {
   if (!state.episode) return;
-  if (state.step >= state.steps) setStep(0);
+  const first = Math.ceil(state.view.x0), end = () => Math.min(state.steps, Math.floor(state.view.x1));
+  if (state.step >= end() || state.step < first) setStep(first);
   state.playing = true;
   $("play").textContent = "❚❚";
   const tick = async () => {
     if (!state.playing) return;
     const t0 = performance.now();
-    if (state.step >= state.steps) { pause(); return; }
+    if (state.step >= end()) { pause(); return; }
     await setStep(state.step + 1);
     const wait = 1000 / (FPS * Number($("speed").value)) - (performance.now() - t0);
     state.timer = setTimeout(tick, Math.max(0, wait));
@@ -369,6 +370,17 @@ function wire() {
     setStep(state.step, true);
   });
   $("scrub").addEventListener("input", (ev) => setStep(Number(ev.target.value)));
+  $("fit").addEventListener("click", () => zoom(0, state.view.max, 1));
+  $("frame-scale").addEventListener("change", (ev) => { state.frameScale = ev.target.value; scaleFrames(); });
+  $("compare").addEventListener("change", (ev) => {
+    const v = ev.target.value.trim();
+    compareWith(v === "" ? null : Number(v)).catch(showError);
+  });
+  $("stats-button").addEventListener("click", () => showStats().catch(showError));
+  window.addEventListener("resize", () => {
+    clearTimeout(state.resizeTimer);
+    state.resizeTimer = setTimeout(() => { if (state.episode) { buildViews(); setStep(state.step, true); } }, 200);
+  });
   $("prev").addEventListener("click", () => { pause(); setStep(state.step - 1); });
   $("next").addEventListener("click", () => { pause(); setStep(state.step + 1); });
   $("play").addEventListener("click", () => (state.playing ? pause() : play()));
@@ -392,9 +404,23 @@ async function main() {
   renderTable();
   window.viewer.timings.tableMs = performance.now();
   document.body.dataset.table = "shown";
+  await loaded;
   renderOverview();
   if (!state.rec.episodes.length) { document.body.dataset.state = "ready"; $("episode-title").textContent = "No episodes yet"; return; }
+  const num = (key) => (params.has(key) ? parseInt(params.get(key), 10) : NaN);
+  state.holdReady = ["compare", "from", "to"].some((k) => params.has(k));  // (ready once applied)
   await selectEpisode(Math.min(episode, state.rec.episodes.length - 1), step);
+  // A shared link's comparison and zoom (?compare=K&from=A&to=B), when they still apply.
+  if (Number.isInteger(num("compare")) && state.rec.episodes[num("compare")]) {
+    $("compare").value = String(num("compare"));
+    await compareWith(num("compare"));
+  }
+  if (Number.isInteger(num("from")) && Number.isInteger(num("to")) && num("to") > num("from")) {
+    const keep = state.step;
+    zoom(num("from"), num("to"), 1);
+    if (keep >= state.view.x0 && keep <= state.view.x1) await setStep(keep, true);
+  }
+  if (state.holdReady) { state.holdReady = false; document.body.dataset.state = "ready"; }
 }
 
 main().catch(showError);

@@ -218,6 +218,11 @@ class Writer {
     this.prefix = name.slice(0, -MANIFEST_SUFFIX.length);
     this.created = (!this.legacy && typeof doc.created === "string") ? doc.created : "";
     this.envId = (!this.legacy && typeof doc.env_id === "string") ? doc.env_id : null;
+    // Optional names of a Discrete space's actions (for showing only; ignored when malformed).
+    const names = this.legacy ? null : doc.action_names, space = this.legacy ? null : doc.action_space;
+    this.actionNames = Array.isArray(names) && names.length <= 4096 && names.every((x) => typeof x === "string") &&
+      space && space.type === "Discrete" && space.n === names.length ? names : null;
+    this.actionStart = this.actionNames && Number.isSafeInteger(space.start) ? space.start : 0;
     this.doc = doc;
     if (!Array.isArray(doc.batches)) throw new ViewerError(`${name}: 'batches' must be a list`);
     this.batches = doc.batches;
@@ -252,6 +257,8 @@ export class Recording {
     writers.sort((a, b) => (a.legacy === b.legacy ? 0 : a.legacy ? -1 : 1)
       || (a.created < b.created ? -1 : a.created > b.created ? 1 : 0)
       || (a.prefix < b.prefix ? -1 : a.prefix > b.prefix ? 1 : 0));
+    // Short labels in that order ("w1", "w2"...): writers that start later get the next ones.
+    writers.forEach((w, i) => { w.label = `w${i + 1}`; });
     const jobs = [];
     for (const w of writers) for (const b of w.batches) jobs.push(b);
     stats.timings.manifests = performance.now();
@@ -356,6 +363,7 @@ export class Recording {
 function summarise(ep) {
   const first = ep.parts[0].entry, last = ep.parts[ep.parts.length - 1].entry;
   ep.writerName = ep.writer.prefix;
+  ep.writerLabel = ep.writer.label;
   ep.env = ep.writer.envId;
   if (ep.legacy) {
     const o = first.observations;
@@ -399,6 +407,11 @@ class Infos {
       return out;
     }));
     return part.loaded;
+  }
+
+  /** Every part's columns, loaded: [{row0, rows, columns: [{key, index, values, kind, rowSize}]}]. */
+  async loadAll() {
+    return Promise.all(this.parts.map(async (p) => ({ row0: p.row0, rows: p.rows, columns: await this._load(p) })));
   }
 
   /** The info dict at row r, as plain JSON-able values. */
