@@ -77,3 +77,13 @@ def test_parquet_has_info_columns_with_nulls_where_a_step_lacks_the_key(tmp_path
     assert meta["infos_left_out"] == {"label": "not a number (a str at step row 0)"}
     assert meta["columns"]["info.x_velocity"] == {
         "dtype": str(np.asarray(truth[0]["x_velocity"]).dtype), "shape": []}
+
+
+def test_parquet_without_infos(tmp_path):
+    pq = need_module("pyarrow.parquet", 'pip install ".[arrow]"')
+    _record(tmp_path / "rec")
+    out = tmp_path / "pq"
+    assert cli.main(["export", str(tmp_path / "rec"), "--format", "parquet", "-o", str(out),
+                     "--no-infos", "-q"]) == 0
+    names = pq.read_table(out / "data").column_names
+    assert "reward" in names and not [n for n in names if n.startswith("info.")]

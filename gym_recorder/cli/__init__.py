@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"largest Parquet file, in bytes of column data (default "
                         f"{DEFAULT_MAX_FILE_BYTES >> 20} MiB)")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
+    p.add_argument("--no-infos", action="store_true",
+                   help="parquet: leave the numeric info columns out (reading the infos is a "
+                        "pass of its own over the episodes)")
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
                         "holds several envs)")

@@ -186,7 +186,8 @@ def cmd_export_training(args: argparse.Namespace) -> int:
     from ..integrations.parquet import export_parquet
 
     r = export_parquet(args.directory, args.output,
-                       max_file_bytes=args.max_file_bytes, episodes=episodes)
+                       max_file_bytes=args.max_file_bytes, episodes=episodes,
+                       infos=not args.no_infos)
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")
