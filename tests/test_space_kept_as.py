@@ -9,7 +9,7 @@ import pytest
 from gymnasium import spaces
 
 from gym_recorder import RecordingReader, RecordingWrapper, cli
-from gym_recorder.format.spaces import SpaceKeptAsWarning
+from gym_recorder.errors import SpaceKeptAsWarning
 
 from needs import need_module
 

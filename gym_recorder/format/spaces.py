@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import FormatError, RecorderWarning
+from ..errors import FormatError, SpaceKeptAsWarning
 from . import MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS, parse_dtype
 from .values import ArraySource, decode_value
 
@@ -43,11 +43,7 @@ TEXT_KIND_CHARSET = "".join(chr(c) for c in range(0x20, 0x7F))
 TEXT_KIND_DESCRIPTION = f"Text(0 to {TEXT_KIND_MAX_LENGTH} printable ASCII characters)"
 
 
-class SpaceKeptAsWarning(RecorderWarning):
-    """A space of a class the format does not know is described as a kind it knows (Text)."""
-
-
-__all__ = ["SpaceKeptAsWarning", "space_kept_as", "describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
+__all__ = ["space_kept_as", "describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
            "TupleNode"]
 
 

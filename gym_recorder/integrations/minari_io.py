@@ -28,13 +28,14 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
-                     ExportError, RecorderError, SpecError, UnsupportedSpaceError, require_extra)
+                     ExportError, RecorderError, SpaceKeptAsWarning, SpecError,
+                     UnsupportedSpaceError, require_extra)
 from ..format.envspec import (MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers,
                               fill_env_only_wrappers, import_modules)
 from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
-from ..format.spaces import SpaceKeptAsWarning, describe_space, unknown_space
+from ..format.spaces import describe_space, unknown_space
 from ..format.values import manifest_metadata
 
 __all__ = ["export_minari", "import_minari", "import_env_module"]
