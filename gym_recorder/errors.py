@@ -15,6 +15,7 @@ __all__ = [
     "ResetNeeded",
     "RecorderWarning",
     "OutsideSpaceWarning",
+    "SpaceKeptAsWarning",
     "write_error",
     "install_hint",
     "require_extra",
@@ -77,6 +78,10 @@ class RecorderWarning(UserWarning):
 
 class OutsideSpaceWarning(RecorderWarning):
     """An env returned (or was given) a value outside its declared space; it is kept exactly."""
+
+
+class SpaceKeptAsWarning(RecorderWarning):
+    """A space of a class the format does not know is described as a kind it knows (Text)."""
 
 
 def write_error(message: str, cause: BaseException | None) -> WriteError:

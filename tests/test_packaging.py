@@ -23,9 +23,10 @@ import pytest
 from needs import need_module
 
 ROOT = Path(__file__).resolve().parent.parent
-# Directories whose every file the sdist must carry (tests, their data, the benchmarks, and the
-# docs/ pages that the README links and tests/test_readme.py runs).
-REQUIRED_DIRS = ("tests", "benchmarks", "sample_envs", "docs")
+# Directories whose every file the sdist must carry: the tests, their data, the benchmarks, the
+# C reader that test_c_reader.py builds, the documentation pages the README tests run, the
+# examples, and CI's script.
+REQUIRED_DIRS = ("tests", "benchmarks", "sample_envs", "readers", "docs", "examples", ".ci")
 REQUIRED_FILES = ("README.md", "LICENSE", "setup.cfg", "pyproject.toml", "MANIFEST.in",
                   "gym_recorder/py.typed", "gym_recorder/__init__.py")
 DIST_NAME = "gymnasium_recorder"
@@ -79,6 +80,7 @@ def test_sdist_holds_every_file_the_tests_need(sdist: Path) -> None:
     members = _members(sdist)
     expected = _source_files()
     assert "tests/conftest.py" in expected and "sample_envs/envs.py" in expected
+    assert "readers/c/Makefile" in expected and "readers/c/grread.c" in expected
     assert "docs/cli.md" in expected
     missing = sorted(expected - members)
     assert not missing, f"left out of the sdist (add them to MANIFEST.in): {missing}"
@@ -114,9 +116,12 @@ def test_sdist_installs_and_its_tests_pass(sdist: Path, tmp_path: Path) -> None:
                          text=True, env=clean, cwd=tmp_path, timeout=60)
     assert cli.returncode == 0 and cli.stdout.startswith("gym-recorder "), cli
     # The sdist's own tests, run from the unpacked copy, with its conftest and sample envs.
+    # (test_c_reader's first test builds readers/c from the sdist's own copy, when cc and
+    # jansson are there; it skips otherwise, and fails under CI.)
     tests = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_smoke.py",
-         "tests/test_sample_envs.py", "tests/test_integrity.py"],
+         "tests/test_sample_envs.py", "tests/test_integrity.py",
+         "tests/test_c_reader.py::test_cartpole"],
         capture_output=True, text=True, env=clean, cwd=unpacked, timeout=600)
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
     assert " passed" in tests.stdout.splitlines()[-1]

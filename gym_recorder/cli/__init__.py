@@ -96,6 +96,24 @@ def _pixels(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _key_value(text: str) -> tuple[str, str]:
+    """argparse type for --meta: KEY=VALUE (the value a string, possibly empty)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. author=me")
+    return key.strip(), value
+
+
+def _wrapper(text: str) -> tuple[str, dict[str, Any]]:
+    """argparse type for --wrapper: NAME or NAME:KEY=VALUE,..."""
+    from ..replay.drive import parse_wrapper
+
+    try:
+        return parse_wrapper(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
     """--import (record, replay, video) and --env-kwargs (replay, video)."""
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
@@ -105,6 +123,11 @@ def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
         p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
                        help="env keyword arguments the recording could not keep (or to "
                             "override), as a JSON object")
+        p.add_argument("--skip-wrapper", dest="skip_wrappers", action="append", default=[],
+                       metavar="NAME",
+                       help="leave the recorded wrapper NAME out (repeatable): one that changes "
+                            "no observation, reward or action (e.g. an info-only Monitor) and "
+                            "cannot be rebuilt")
 
 
 def _examples(*lines: str) -> str:
@@ -153,7 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record CartPole-v1 -d rec --policy mypolicies:balance",
                 "gym-recorder record CartPole-v1 -d rec --env-kwargs "
                 "'{\"render_mode\": \"rgb_array\"}'",
-                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
+                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100",
+                "gym-recorder record ALE/Breakout-v5 -d rec --import ale_py --env-kwargs "
+                "'{\"frameskip\": 1}' --wrapper AtariPreprocessing --wrapper "
+                "FrameStackObservation:stack_size=4",
+                "gym-recorder record CartPole-v1 -d rec --meta author=me --meta notes='first try'"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
                                   "'module:EnvId' imports module first)")
     p.add_argument("--directory", "-d", required=True, metavar="DIR",
@@ -185,6 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compress", action="store_true",
                    help="store big leaves (images) zstd-compressed: lossless, random access "
                         "(needs the zstd extra; see `gym-recorder compress --help` for options)")
+    p.add_argument("--wrapper", dest="wrappers", type=_wrapper, action="append", default=[],
+                   metavar="NAME[:KEY=VALUE,...]",
+                   help="wrap the env (repeatable, innermost first) in a gymnasium.wrappers "
+                        "class, or module.Class, with keyword arguments (values in JSON), e.g. "
+                        "--wrapper AtariPreprocessing:noop_max=0 --wrapper "
+                        "FrameStackObservation:stack_size=4; replay rebuilds them")
+    p.add_argument("--meta", type=_key_value, action="append", metavar="KEY=VALUE",
+                   help="who or what made the recording (repeatable), e.g. --meta author=me "
+                        "--meta algorithm_name=random: shown by info, exported to Minari "
+                        "and Parquet")
     _add_env_options(p, kwargs=False)
 
     p = add("info", cmd_info, "summarise a recording",
@@ -234,7 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Write one episode as a video: from its image observations (uint8 H x W x 3, also "
             "inside a Dict), or if there are none by replaying the env with "
             "render_mode='rgb_array'. mp4 or gif, by the suffix of --output. One frame per "
-            "observation (the reset observation first).",
+            "observation (the reset observation first). Frames go to the encoder as they are "
+            "rendered (bounded memory), with progress on stderr. MuJoCo envs render without a "
+            "display through EGL: MUJOCO_GL=egl is set when there is no DISPLAY (Debian "
+            "packages libegl1 and libgl1-mesa-dri).",
             _examples("gym-recorder video rec -o episode0.mp4",
                       "gym-recorder video rec -o last.gif --episode -1 --fps 15",
                       "gym-recorder video rec -o cam.mp4 --key camera/rgb"))
@@ -277,9 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"largest Parquet file, in bytes of column data (default "
                         f"{DEFAULT_MAX_FILE_BYTES >> 20} MiB)")
     p.add_argument("--compress", action="store_true", help="compress the arrays (zip deflate)")
+    p.add_argument("--no-infos", action="store_true",
+                   help="parquet: leave the numeric info columns out (reading the infos is a "
+                        "pass of its own over the episodes)")
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
                         "holds several envs)")
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (repeatable; minari): a package that registers the "
+                        "env, so that its spec is exported (the recorded env module is tried "
+                        "by itself)")
 
     p = add("verify", cmd_verify, "check every file of a recording",
             "Check every manifest, batch file and array (sizes, checksums) of a recording; "

@@ -20,6 +20,25 @@ __all__ = ["cmd_info", "cmd_plot", "cmd_export", "cmd_export_training", "cmd_imp
            "cmd_verify", "cmd_repair", "cmd_view", "cmd_push", "cmd_compress", "cmd_decompress"]
 
 
+def _episodes(episodes: int, empty: int) -> str:
+    """info's episode count: the episodes with steps, the empty ones (a reset, then no step)
+    apart, since the figures leave them out."""
+    if not empty:
+        return f"{episodes:,}"
+    return f"{episodes - empty:,}, and {empty:,} empty (reset, no step; not in the figures)"
+
+
+def _metadata_lines(metadata: dict[str, Any]) -> list[str]:
+    """info's lines for a recording's metadata: one a key, strings as they are."""
+    lines = []
+    for n, (key, value) in enumerate(metadata.items()):
+        # (a string with control characters is quoted: it comes from a file, not a person)
+        text = (value if isinstance(value, str) and value.isprintable()
+                else json.dumps(value, ensure_ascii=False))
+        lines.append(f"{'metadata' if n == 0 else '':<19}{key}: {text}")
+    return lines
+
+
 def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
     """info's lines for each env of a directory that holds several."""
     lines = []
@@ -28,7 +47,8 @@ def _env_blocks(envs: list[dict[str, Any]]) -> list[str]:
             f"  env id           {g['env_id'] or '-'}",
             f"    observation    {g['observation_space'] or '-'}",
             f"    action         {g['action_space'] or '-'}",
-            f"    episodes       {g['episodes']:,}, steps {g['steps']:,}, writers "
+            f"    episodes       {_episodes(g['episodes'], g.get('empty_episodes', 0))}, "
+            f"steps {g['steps']:,}, writers "
             f"{', '.join(map(str, g['writers']))}",
             f"    total_reward   mean {number(g['total_reward_mean'])}, "
             f"min {number(g['total_reward_min'])}, max {number(g['total_reward_max'])}",
@@ -57,7 +77,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"env id             {s['env_id'] or '-'}",
         f"observation space  {s['observation_space'] or '-'}",
         f"action space       {s['action_space'] or '-'}",
-        f"episodes           {s['episodes']:,}",
+        f"episodes           {_episodes(s['episodes'], s['empty_episodes'])}",
         f"steps              {s['steps']:,}",
         f"total_reward       mean {number(s['total_reward_mean'])}, "
         f"min {number(s['total_reward_min'])}, max {number(s['total_reward_max'])}",
@@ -70,11 +90,16 @@ def cmd_info(args: argparse.Namespace) -> int:
                          f"them); compact would free about {s['reclaimable'] / MB:.2f} MB")
     if len(s.get("envs", ())) > 1:
         lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
+    distinct = {json.dumps(w.get("metadata"), sort_keys=True) for w in s["writers"]}
+    if s.get("metadata") and len(distinct) == 1:  # one metadata for all: shown once
+        lines[-1:-1] = _metadata_lines(s["metadata"])
     for k, w in enumerate(s["writers"]):
         state = "legacy" if w["legacy"] else ("complete" if w["complete"] else "open or killed")
         vector = f", vector of {w['vector'].get('num_envs')}" if w["vector"] else ""
         lines.append(f"  {k:>3}  {w['prefix']}  {count(w['episodes'], 'episode')}, "
                      f"{count(w['batches'], 'batch', 'batches')}, {state}{vector}")
+        if len(distinct) > 1 and w.get("metadata"):
+            lines.append(f"       metadata {json.dumps(w['metadata'], ensure_ascii=False)}")
     from ..integrity.recompress import leaf_bytes
 
     leaves = leaf_bytes(args.directory)
@@ -135,6 +160,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         width = max(len(k) for k in result["arrays"])
         for name, (shape, dtype) in result["arrays"].items():
             print(f"  {name.ljust(width)}  {np.dtype(dtype).name:<8}  {tuple(shape)}")
+        for key, why in result["infos_left_out"].items():
+            print(f"  info {key!r} not exported: {why}")
     return EXIT_OK
 
 
@@ -155,7 +182,8 @@ def cmd_export_training(args: argparse.Namespace) -> int:
                               "(Minari's root, MINARI_DATASETS_PATH, decides where it goes)")
         from ..integrations.minari_io import export_minari
 
-        r = export_minari(args.directory, args.dataset_id, episodes=episodes)
+        r = export_minari(args.directory, args.dataset_id, episodes=episodes,
+                          imports=args.imports or ())
         say(args, f"wrote Minari dataset {r['dataset_id']} at {r['path']}: {r['episodes']} "
                    f"episodes, {r['steps']} steps")
         if r["skipped"]:
@@ -173,10 +201,13 @@ def cmd_export_training(args: argparse.Namespace) -> int:
     from ..integrations.parquet import export_parquet
 
     r = export_parquet(args.directory, args.output,
-                       max_file_bytes=args.max_file_bytes, episodes=episodes)
+                       max_file_bytes=args.max_file_bytes, episodes=episodes,
+                       infos=not args.no_infos)
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")
+    for key, why in r["infos_left_out"].items():
+        say(args, f"  info {key!r} not exported: {why}")
     return EXIT_OK
 
 

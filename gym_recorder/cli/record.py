@@ -35,6 +35,10 @@ PROGRESS_BYTES_INTERVAL = 0.5
 PLAIN_PROGRESS_INTERVAL = 3.0
 
 
+# video's progress line is written at most this often (seconds).
+VIDEO_PROGRESS_SECONDS = 1.0
+
+
 def _action_text(action: Any) -> str:
     import numpy as np
 
@@ -197,6 +201,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         recorder_kwargs["file_prefix"] = args.file_prefix
     if getattr(args, "compress", False):
         recorder_kwargs["compression"] = "zstd"
+    if getattr(args, "meta", None):
+        recorder_kwargs["metadata"] = dict(args.meta)
     if args.num_envs is not None:
         try:
             from ..record import vector  # noqa: F401  (imported lazily: only vector recording needs it)
@@ -211,7 +217,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                                 episodes=args.episodes, steps=args.steps, seed=seed,
                                 num_envs=args.num_envs, env_kwargs=args.env_kwargs,
                                 recorder_kwargs=recorder_kwargs, on_step=progress,
-                                should_stop=lambda: stop.requested)
+                                should_stop=lambda: stop.requested,
+                                wrappers=getattr(args, "wrappers", None) or ())
     except Exception as e:
         better = policy.explain(args) if policy is not None and not isinstance(
             e, CommandError) else None
@@ -253,7 +260,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     counts = {"match": 0, "mismatch": 0, "skipped": 0}
     first_bad = None
     for check in replay_recording(args.directory, only=args.episode, env_kwargs=args.env_kwargs,
-                                  imports=args.imports or ()):
+                                  imports=args.imports or (), skip_wrappers=args.skip_wrappers):
         counts[check.status] += 1
         where = f"episode {check.index}" + (f" (sub-env {check.sub_env})"
                                             if check.sub_env is not None else "")
@@ -278,14 +285,38 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _VideoProgress:
+    """``video``'s progress on stderr: frames written of the episode's, at most once a second
+    (on one line that is rewritten when stderr is a terminal)."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.quiet = total, quiet
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, n: int) -> None:
+        now = time.monotonic()
+        if self.quiet or (n < self.total and now - self.last < VIDEO_PROGRESS_SECONDS):
+            return
+        self.last = now
+        start = "\r" if self.tty else ""
+        end = "" if self.tty and n < self.total else "\n"
+        print(f"{start}{PROG} video: {n}/{self.total} frames", end=end, file=sys.stderr,
+              flush=True)
+
+
 def cmd_video(args: argparse.Namespace) -> int:
-    from ..integrations.export import DEFAULT_FPS, image_leaves, write_video
+    from ..integrations.export import VideoWriter, image_leaves
     from ..read.reader import RecordingReader
+    from ..replay.run import recorded_render_fps
 
     frames: Any = None
     with RecordingReader(args.directory) as reader:
         episode = reader[args.episode]
         index = episode.index
+        manifest: dict[str, Any] = next((w["manifest"] for w in reader.writers
+                         if w["prefix"] == episode.writer), {})
         if args.source != "render":
             leaves = image_leaves(episode.observations)
             if args.key is not None:
@@ -299,26 +330,39 @@ def cmd_video(args: argparse.Namespace) -> int:
             elif args.source == "observations":
                 raise CommandError(f"episode {index}: the observations hold no uint8 H x W x 3 "
                                    f"images; use --source render")
-    fps = args.fps
-    if frames is None:
+    progress = _VideoProgress(episode.length + 1, args.quiet)
+    if frames is not None:  # the env's render_fps (the class's), else the default
+        video = VideoWriter(args.output, fps=args.fps or recorded_render_fps(manifest),
+                            on_frame=progress)
+        for frame in frames:
+            video.append(frame)  # (a frame it refuses leaves no file)
+    else:
         from ..replay.run import replay_frames
 
         # rgb_array rendering needs no window; pygame-based envs (classic control) otherwise
-        # probe the display system and print errors on headless machines.
+        # probe the display system and print errors on headless machines, and MuJoCo renders
+        # without a display through EGL (Debian: libegl1 libgl1-mesa-dri).
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        check = replay_frames(args.directory, index, env_kwargs=args.env_kwargs,
-                              imports=args.imports or ())
-        frames = check.frames
+        if not os.environ.get("DISPLAY"):
+            os.environ.setdefault("MUJOCO_GL", "egl")
+        video = VideoWriter(args.output, fps=args.fps, on_frame=progress)
+        # Each frame goes to the encoder as it is rendered: memory stays bounded.
+        try:
+            check = replay_frames(args.directory, index, env_kwargs=args.env_kwargs,
+                                  imports=args.imports or (), skip_wrappers=args.skip_wrappers,
+                                  on_frame=video.append)
+        except BaseException:
+            video.abort()  # (no partial video left behind)
+            raise
         source = "replay with render_mode='rgb_array'"
-        fps = fps or check.render_fps
         if check.status == "mismatch":
             print(f"{PROG} video: warning: the replay of episode {index} diverges from the "
                   f"recording at step {check.step} ({check.message})", file=sys.stderr)
-    fps = fps or DEFAULT_FPS
-    stored = write_video(frames, args.output, fps=fps)
+    written = video.count
+    stored = video.close()
     merged = (f" ({stored} stored: identical consecutive frames merged, timing kept)"
-              if stored != len(frames) else "")
-    say(args, f"wrote {args.output}: {count(len(frames), 'frame')} of episode {index} "
+              if stored != written else "")
+    say(args, f"wrote {args.output}: {count(written, 'frame')} of episode {index} "
                f"from {source}, "
-               f"{fps:g} fps{merged}")
+               f"{video.fps:g} fps{merged}")
     return EXIT_OK

@@ -106,6 +106,14 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           as the env names them (ALE's get_action_meanings());
                                           absent when the env gives none. Only for showing
                                           actions: readers MUST NOT require it
+    "metadata": {...}                     optional: who or what produced the recording, as the
+                                          user gave it (``RecordingWrapper(metadata=...)``,
+                                          ``record --meta KEY=VALUE``): an object of plain JSON
+                                          (no ``"__type"`` encoding), at most 64 KiB. Keys
+                                          Minari knows (``algorithm_name``, ``author``,
+                                          ``author_email``, ``code_permalink``,
+                                          ``description``) are exported to it. Readers MUST
+                                          NOT require it and MUST NOT trust its content
     "batches": [BATCH, ...]                in commit order
     "complete": false | true               true once the writer was closed cleanly
 
@@ -144,7 +152,7 @@ An object: ``{"format": "gym_recorder", "version": 1 or 2, "prefix": P, "first":
 BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuilt from the batch
 files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
-vector, action_names when present), so that a lost manifest can be rebuilt from the batch files alone; readers use the
+vector, action_names when present, metadata), so that a lost manifest can be rebuilt from the batch files alone; readers use the
 manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
 BATCH's; readers MAY ignore them (gym_recorder's does; ``verify`` reports a ``first`` that
 differs). Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
@@ -386,6 +394,10 @@ spaces) are stored as VALUEs: JSON null, true/false, numbers and strings stand f
 - ``"bytes"``: ``{"base64": "..."}``.
 - ``"graph"``: ``{"nodes": VALUE, "edges": VALUE, "edge_links": VALUE}``, a gymnasium GraphInstance.
 
+A dict subclass (``collections.OrderedDict``, ``defaultdict``, ...) is written as a dict of its
+items in their order: its type (and a ``defaultdict``'s factory) is not kept, and readers give a
+plain dict back.
+
 Trees (TREE)
 ============
 Observations and actions follow the space: a Box, Discrete, MultiDiscrete or MultiBinary leaf is
@@ -451,7 +463,9 @@ arrays, ``<i8`` when absent),
 ints), ``Text``
 (``min_length``, ``max_length``, and ``charset``: a string, or for a charset of more than 256
 characters ``charset_ranges``: ascending, disjoint inclusive code-point ranges
-``[[first, last], ...]``), ``Dict`` (``spaces``: [[key, SPACE], ...]),
+``[[first, last], ...]``; and ``class``, optional, when the recorded space was of another class
+whose values are strings, such as minigrid's MissionSpace: this writer then describes it as 0 to
+4096 printable ASCII characters, and keeps its values as they were), ``Dict`` (``spaces``: [[key, SPACE], ...]),
 ``Tuple`` (``spaces``: [SPACE, ...]), ``Sequence`` (``space``, ``stack``), ``Graph``
 (``node_space``, ``edge_space``: SPACE or null), ``OneOf`` (``spaces``), or ``unknown``
 (``class``, ``repr``): a space the format cannot describe, whose leaves are stored as VALUEs.
@@ -553,24 +567,28 @@ Both read version 2.
 
 Version history
 ===============
-2 (gym_recorder 0.2): compressed arrays (ARRAY ``"codec"`` and ``"stored"``, BATCH
-``"codecs"``, see "Compressed arrays"). Written only by writers that compress (manifest and
-batch JSON ``"version": 2``; a batch without a compressed array says 1); everything else is as
-in version 1, and a version 2 reader reads version 1 recordings unchanged.
+2 (gym_recorder 0.2), two additions, each used only where it is needed, so that version 1
+readers keep reading everything that does not need version 2:
 
-1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional batch INDEX
+- compressed arrays (ARRAY ``"codec"`` and ``"stored"``, BATCH ``"codecs"``, see "Compressed
+  arrays"). Written only by writers that compress (manifest and batch JSON ``"version": 2``; a
+  batch without a compressed array says 1); everything else is as in version 1, and a version 2
+  reader reads version 1 recordings unchanged.
+- the edit record (see "Edits"): ``_edits.manifest.json`` and the edit log. Writers that do not
+  compress still write ``"version": 1`` manifests and batches (:data:`RAW_FORMAT_VERSION`),
+  which readers of version 1 read while a recording has no edits; a compaction's manifests are
+  of version 2 (key ``"replaces"``). Readers of version 1 refuse a recording with edits by the
+  tripwire's version.
+
+1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional manifest
+(and HEADER) key ``"metadata"`` and the optional ``class`` of a Text SPACE, which readers that do not
+know them ignore, and the optional batch INDEX
 (manifest BATCH and batch JSON key ``"index"``, its table an array at the end of the .bin);
 readers that do not know it ignore the keys, and one that refuses bytes after the last array it
 knows of (which the text above allows) refuses such batches. Later writers also add the optional manifest
 (and HEADER) key ``"action_names"``; readers that do not know it ignore it. Files without ``"format"``/``"version"`` whose prefix starts
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
-
-2 (gym_recorder 0.2): the edit record (see "Edits"): ``_edits.manifest.json`` and the edit
-log. Writers still write ``"version": 1`` manifests and batches (:data:`RAW_FORMAT_VERSION`),
-which readers of version 1 read while a recording has no edits; a compaction's manifests are
-of version 2 (key ``"replaces"``). Readers of version 1 refuse a recording with edits by the
-tripwire's version.
 
 Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no sizes, checksums or
 ``bin``; ``fn`` MUST be ``P.ep...json`` of the manifest's own prefix P), and a batch

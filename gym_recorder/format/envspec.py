@@ -337,7 +337,8 @@ class EnvRebuilder:
         spec: the recorded ``env_spec`` (a dict).
         env_kwargs: kwargs given by the user (``--env-kwargs``): they fill in the kwargs that
             were not recorded and override recorded ones.
-        vector: True for a vector writer (its sub-envs are made one by one; no wrappers; one
+        vector: True for a vector writer (its sub-envs are made one by one, each with the
+            wrappers its spec lists; one
             recorded through vector wrappers other than :data:`PASSIVE_VECTOR_WRAPPERS` cannot
             be made again).
 
@@ -375,7 +376,8 @@ class EnvRebuilder:
         if lacking:
             problems.append(f"env kwargs not recorded (not JSON): {', '.join(lacking)}; "
                             "give them with --env-kwargs")
-        wrappers = spec.get("additional_wrappers") if not vector else None
+        # (a vector writer's spec from its sub-envs lists their wrappers: each sub-env gets them)
+        wrappers = spec.get("additional_wrappers")
         for w in wrappers if isinstance(wrappers, list) else []:
             if not isinstance(w, dict):
                 continue

@@ -8,6 +8,7 @@ leaves, the reader to rebuild values (dicts, tuples, stacked arrays) from the st
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import FormatError
+from ..errors import FormatError, SpaceKeptAsWarning
 from . import MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS, parse_dtype
 from .values import ArraySource, decode_value
 
@@ -34,7 +35,15 @@ MAX_CHARSET_CHARS = MAX_CODE_POINT + 1
 # many characters, so that a space holding large arrays does not bloat every batch header.
 UNKNOWN_REPR_CHARS = 1000
 
-__all__ = ["describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
+# A space of its own whose values are strings (minigrid's MissionSpace) is described as a Text
+# of 0 to this many printable ASCII characters: what a mission or an instruction holds (its
+# values are stored as VALUEs whatever they are; the Text only describes them).
+TEXT_KIND_MAX_LENGTH = 4096
+TEXT_KIND_CHARSET = "".join(chr(c) for c in range(0x20, 0x7F))
+TEXT_KIND_DESCRIPTION = f"Text(0 to {TEXT_KIND_MAX_LENGTH} printable ASCII characters)"
+
+
+__all__ = ["space_kept_as", "describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
            "TupleNode"]
 
 
@@ -91,8 +100,24 @@ def describe_space(space: gym.Space[Any] | None) -> dict[str, Any]:
     if isinstance(space, spaces.OneOf):
         return {"type": "OneOf", "spaces": [describe_space(s) for s in space.spaces]}
     cls = type(space)
-    return {"type": "unknown", "class": f"{cls.__module__}.{cls.__qualname__}",
-            "repr": repr(space)[:UNKNOWN_REPR_CHARS]}
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if _holds_strings(space):
+        # A space of its own whose values are strings (minigrid's MissionSpace): its values are
+        # VALUEs either way; as Text, readers rebuild a space and Minari can store it.
+        warnings.warn(f"{name} is a space gym_recorder does not know whose values are "
+                      f"strings: described as {TEXT_KIND_DESCRIPTION} (the values are "
+                      f"recorded exactly)", SpaceKeptAsWarning, stacklevel=2)
+        return {"type": "Text", "min_length": 0, "max_length": TEXT_KIND_MAX_LENGTH,
+                "charset": TEXT_KIND_CHARSET, "class": name}
+    return {"type": "unknown", "class": name, "repr": repr(space)[:UNKNOWN_REPR_CHARS]}
+
+
+def _holds_strings(space: Any) -> bool:
+    """True for a space that is no gymnasium kind but whose values are str (numpy dtype U,
+    no shape): minigrid's MissionSpace."""
+    dtype = getattr(space, "dtype", None)
+    return (isinstance(space, gym.Space) and isinstance(dtype, np.dtype) and dtype.kind == "U"
+            and getattr(space, "shape", None) in (None, ()))
 
 
 def charset_ranges(chars: list[str]) -> list[list[int]]:
@@ -174,11 +199,28 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
 def unknown_space(desc: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
     """The first ``unknown`` space in a description, as ``(path, class)`` (path like
     ``"['mission']"``, "" for the space itself), or None: why :func:`build_space` gives None."""
+    return _first_space(desc, path, depth, kept_as=False)
+
+
+def space_kept_as(desc: Any) -> tuple[str, str, str] | None:
+    """The first space in a description that was recorded as a kind of the format although it
+    is another class (a :data:`TEXT_KIND_CLASSES` space as ``Text``), as ``(path, kind,
+    class)``, or None."""
+    found = _first_space(desc, "", 0, kept_as=True)
+    if found is None:
+        return None
+    path, cls = found
+    return path, "Text", cls
+
+
+def _first_space(desc: Any, path: str, depth: int, kept_as: bool) -> tuple[str, str] | None:
     if not isinstance(desc, dict) or depth > MAX_NESTING:
         return None
     kind = desc.get("type")
-    if kind == "unknown":
+    if kind == "unknown" and not kept_as:
         return path, str(desc.get("class"))
+    if kept_as and kind == "Text" and isinstance(desc.get("class"), str):
+        return path, desc["class"]
     subs: list[tuple[str, Any]] = []
     if kind == "Dict" and isinstance(desc.get("spaces"), list):
         subs = [(f"[{kv[0]!r}]", kv[1]) for kv in desc["spaces"]
@@ -190,7 +232,7 @@ def unknown_space(desc: Any, path: str = "", depth: int = 0) -> tuple[str, str] 
     elif kind == "Graph":
         subs = [(".node_space", desc.get("node_space")), (".edge_space", desc.get("edge_space"))]
     for p, sub in subs:
-        found = unknown_space(sub, path + p, depth + 1)
+        found = _first_space(sub, path + p, depth + 1, kept_as)
         if found:
             return found
     return None

@@ -21,7 +21,8 @@ import numpy as np
 from ..errors import FormatError, UnsupportedValueError
 from . import MAX_NESTING, parse_dtype
 
-__all__ = ["ArraySink", "ArraySource", "encode_value", "decode_value", "snapshot", "record_info"]
+__all__ = ["ArraySink", "ArraySource", "encode_value", "decode_value", "snapshot", "record_info",
+           "check_metadata", "manifest_metadata", "MAX_METADATA_BYTES"]
 
 # sink(array) -> the ARRAY reference object stored in its place.
 ArraySink = Callable[[np.ndarray], dict[str, Any]]
@@ -29,6 +30,9 @@ ArraySink = Callable[[np.ndarray], dict[str, Any]]
 ArraySource = Callable[[dict[str, Any], str], np.ndarray]
 # The strings a non-finite float is written as (see "Values" in the specification).
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+# A recording's metadata (who or what produced it: a policy name, an author, notes) is repeated
+# in the header of batch files; 64 KiB of JSON holds long notes and stays small beside any batch.
+MAX_METADATA_BYTES = 1 << 16
 
 
 def _float_json(x: float) -> Any:
@@ -256,7 +260,9 @@ def snapshot(value: Any, where: str = "value", depth: int = 0) -> Any:
         if value.dtype.hasobject or value.dtype.kind not in "biufcUS":
             raise UnsupportedValueError(f"{where}: numpy arrays of dtype {value.dtype} cannot be stored")
         return value.copy()
-    if t is dict:
+    if t is dict or isinstance(value, dict):
+        # A dict subclass (defaultdict, OrderedDict, ...) is kept as a plain dict of its items:
+        # its type (and a defaultdict's factory) is not stored.
         return _copy_dict(value, where, depth + 1, str_keys=False)
     if t is list:
         return [snapshot(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
@@ -285,10 +291,8 @@ def record_info(info: Any, info_filter: Callable[[dict[str, Any]], dict[str, Any
         info = info_filter(info)
         if not info:
             return None
-    if type(info) is not dict:
-        if not isinstance(info, dict):
-            raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
-        info = dict(info)
+    if type(info) is not dict and not isinstance(info, dict):
+        raise UnsupportedValueError(f"{where} must be a dict, got {type(info).__name__}")
     return _copy_dict(info, where, 1, str_keys=True)
 
 
@@ -301,3 +305,61 @@ def _copy_dict(value: dict[Any, Any], where: str, depth: int, str_keys: bool) ->
             raise UnsupportedValueError(f"{where}: key {key!r} is not a string")
         copied[key] = v if type(v) in _KEPT else snapshot(v, f"{where}[{key!r}]", depth)
     return copied
+
+
+def check_metadata(metadata: Any, where: str = "metadata") -> dict[str, Any]:
+    """A copy of a recording's ``metadata`` (the manifest key), checked to be plain JSON.
+
+    Args:
+        metadata: a dict with str keys whose values are None, bool, int, finite float, str,
+            or lists and str-keyed dicts of those (e.g. ``{"algorithm_name": "PPO",
+            "author": "me"}``).
+        where: names the value in error messages.
+
+    Raises:
+        UnsupportedValueError: for anything else, or more than :data:`MAX_METADATA_BYTES`
+            bytes of JSON (the message names the first offending value).
+    """
+    import json
+
+    if not isinstance(metadata, dict):
+        raise UnsupportedValueError(f"{where} must be a dict, got {type(metadata).__name__}")
+    copied = _plain_json(metadata, where, 0)
+    size = len(json.dumps(copied, allow_nan=False).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise UnsupportedValueError(f"{where}: {size:,} bytes of JSON, more than "
+                                    f"{MAX_METADATA_BYTES:,}")
+    return copied  # type: ignore[no-any-return]
+
+
+def _plain_json(value: Any, where: str, depth: int) -> Any:
+    if depth > MAX_NESTING:
+        raise UnsupportedValueError(f"{where}: nested deeper than {MAX_NESTING} levels")
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return value
+    if t is float:
+        if not math.isfinite(value):
+            raise UnsupportedValueError(f"{where}: {value!r} is not a finite number")
+        return value
+    if isinstance(value, dict):
+        for k in value:
+            if type(k) is not str:
+                raise UnsupportedValueError(f"{where}: key {k!r} is not a string")
+        return {k: _plain_json(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [_plain_json(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return _plain_json(value.item(), where, depth)
+    raise UnsupportedValueError(f"{where}: values of type {t.__module__}.{t.__qualname__} "
+                                f"cannot be metadata (use str, numbers, bools, None, lists, "
+                                f"dicts)")
+
+
+def manifest_metadata(manifest: Any) -> dict[str, Any] | None:
+    """A manifest's (or batch header's) ``metadata``: the object, or None where there is none
+    or it is not a JSON object (a reader does not trust it further: it is only shown)."""
+    if not isinstance(manifest, dict):
+        return None
+    metadata = manifest.get("metadata")
+    return metadata if isinstance(metadata, dict) and metadata else None

@@ -1,4 +1,5 @@
-"""Turning a recording into other things: a summary, a flat ``.npz``, a plot, a video.
+"""Turning a recording into other things: a summary, a flat ``.npz``, a plot (videos:
+:mod:`gym_recorder.integrations.video`).
 
 Everything here reads a recording with :class:`~gym_recorder.RecordingReader`. Optional libraries
 (matplotlib for :func:`plot_returns`, imageio for :func:`write_video`) are imported only by the
@@ -19,7 +20,11 @@ from ..read.envgroups import group_envs
 # (ExportError and MissingExtraError live in errors; they stay importable from here.)
 from ..errors import (ExportError, FormatError, MissingExtraError, UnsupportedSpaceError,
                       require_extra)
+from ..format.values import manifest_metadata
+from .infocolumns import info_columns
 from ..read.reader import RecordingReader
+# (the video part lives in .video; its names stay importable from here)
+from .video import DEFAULT_FPS, VIDEO_SUFFIXES, VideoWriter, write_video
 
 __all__ = [
     "ExportError",
@@ -30,15 +35,11 @@ __all__ = [
     "image_leaves",
     "plot_returns",
     "write_video",
+    "VideoWriter",
     "VIDEO_SUFFIXES",
+    "DEFAULT_FPS",
 ]
 
-# Output suffixes write_video understands, and the imageio plugin that writes each.
-VIDEO_SUFFIXES = (".mp4", ".gif")
-# libx264 with the yuv420p pixel format needs even frame sizes; frames are padded up to this.
-VIDEO_BLOCK = 2
-# Default frame rate when neither the user nor the env says.
-DEFAULT_FPS = 30.0
 # Default plot size in pixels (width, height) and resolution.
 DEFAULT_PLOT_SIZE = (1000, 600)
 DEFAULT_PLOT_DPI = 100
@@ -58,9 +59,13 @@ def dir_bytes(directory: str | os.PathLike[str]) -> int:
 def _space_text(space: Any, desc: Any) -> str | None:
     """A space as text; for one that holds a space gym_recorder does not know (so ``space`` is
     None), what it is and which class, rather than nothing."""
-    from ..format.spaces import unknown_space
+    from ..format.spaces import space_kept_as, unknown_space
 
     if space is not None:
+        kept = space_kept_as(desc)
+        if kept is not None:  # (minigrid's MissionSpace, described as Text)
+            path, kind, cls = kept
+            return f"{space} ({kind}{' at ' + path if path else ''}: a {cls}, recorded as {kind})"
         return str(space)
     unknown = unknown_space(desc)
     if unknown is None:
@@ -97,8 +102,12 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         A dict with ``directory``, ``env_id``, ``episodes`` (count), ``steps``, ``bytes``,
         ``observation_space`` and ``action_space`` (their ``str``), ``total_reward_mean``,
         ``total_reward_min``, ``total_reward_max`` (None without episodes), ``ends`` (count per way an
-        episode ended; ``"none"`` for episodes that did not end), ``writers`` (a list of dicts:
-        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``)
+        episode ended; ``"none"`` for episodes that did not end), ``empty_episodes`` (how many
+        of ``episodes`` have 0 steps: a reset, then no step, as a loop that resets after the
+        last truncation and then closes leaves; they are left out of the returns and
+        ``ends``, and kept in ``episode_table``), ``writers`` (a list of dicts:
+        ``prefix``, ``env_id``, ``episodes``, ``batches``, ``complete``, ``legacy``, ``vector``, ``metadata``), ``metadata`` (the first writer's that has one:
+        who or what produced the recording, see ``RecordingWrapper(metadata=...)``)
         and ``episode_table`` (a list of dicts: ``index``, ``length``, ``total_reward``, ``end``,
         ``seed``, ``sub_env``, ``writer``, the writer being an index into ``writers``,
         ``env_id``), and ``envs``: one dict per env id (see
@@ -111,8 +120,9 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         rows: list[dict[str, Any]] = []
         ends: dict[str, int] = {}
         for ep in reader.summaries():  # rewards only: no observations are read
-            end = ep.end if ep.end is not None else "none"
-            ends[end] = ends.get(end, 0) + 1
+            if ep.length:  # an empty episode (a reset, then no step) has no end to count
+                end = ep.end if ep.end is not None else "none"
+                ends[end] = ends.get(end, 0) + 1
             rows.append({"index": ep.index, "length": ep.length,
                          "total_reward": _finite(ep.total_reward), "end": ep.end, "seed": ep.seed,
                          "sub_env": ep.sub_env, "writer": number[ep.writer]})
@@ -131,7 +141,8 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                     "deleted": w["deleted"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
-                    "vector": w["manifest"].get("vector") if not w["legacy"] else None}
+                    "vector": w["manifest"].get("vector") if not w["legacy"] else None,
+                    "metadata": manifest_metadata(w["manifest"]) if not w["legacy"] else None}
                    for w in writers]
     envs = group_envs(rows, [{**w, "observation_space": o, "action_space": a}
                              for w, (o, a) in zip(writer_rows, spaces)])
@@ -140,11 +151,14 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if len(envs) > 1:  # several envs: no single env id or spaces for the whole directory
         env_id = obs_space = act_space = None
         first = {}
-    returns = np.array([r["total_reward"] for r in rows if r["total_reward"] is not None], dtype=float)
+    returns = np.array([r["total_reward"] for r in rows
+                        if r["total_reward"] is not None and r["length"]], dtype=float)
     return {
         "directory": os.fspath(directory),
         "env_id": env_id,
         "episodes": len(rows),
+        "empty_episodes": sum(1 for r in rows if not r["length"]),
+        "metadata": next((w["metadata"] for w in writer_rows if w["metadata"]), None),
         "steps": int(sum(r["length"] for r in rows)),
         "bytes": dir_bytes(directory),
         "observation_space": _space_text(obs_space, first.get("observation_space")),
@@ -222,8 +236,13 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     - ``episode_seeds`` (int64, E): the reset seed, -1 when none was passed.
     - ``episode_sub_envs`` (int64, E): the sub-environment of vector recordings, -1 otherwise.
 
-    Leaves keep their recorded dtype and shape; Text leaves become unicode arrays. Infos are not
-    exported. Everything is assembled in memory before writing.
+    - ``infos/<key>`` (or ``infos/<key>/<sub>`` for nested dicts): S rows, the numeric info
+      each step returned (see :mod:`gym_recorder.integrations.infocolumns`), in the dtype
+      its values had; ``infos_present/<key>`` (bool, S) where some steps lack the key (the
+      values are 0 there). Other infos are left out, named in ``"infos_left_out"``.
+
+    Leaves keep their recorded dtype and shape; Text leaves become unicode arrays. Everything
+    is assembled in memory before writing.
 
     Args:
         directory: the recording directory.
@@ -233,7 +252,8 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
             several envs.
 
     Returns:
-        ``{"path": ..., "episodes": E, "steps": S, "arrays": {name: [shape, dtype str]}}``.
+        ``{"path": ..., "episodes": E, "steps": S, "arrays": {name: [shape, dtype str]},
+        "infos_left_out": {info key: why}}``.
 
     Raises:
         ExportError: if the recording is empty, its episodes have different structures, or a
@@ -242,6 +262,7 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     obs_parts: dict[str, list[Any]] = {}
     act_parts: dict[str, list[Any]] = {}
     rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
+    step_infos: list[list[dict[str, Any]]] = []
     with RecordingReader(directory) as reader:
         ids = list(dict.fromkeys(w["env_id"] for w in reader.writers))
         if env_id is None and len(ids) > 1:
@@ -262,6 +283,7 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
                                       f"{sorted(leaves)}, earlier episodes {sorted(parts)}")
                 for name, leaf in leaves.items():
                     parts.setdefault(name, []).append(_as_array(name, leaf))
+            step_infos.append(ep.infos[1:] if ep.length else [])
             rewards.append(ep.rewards)
             terms.append(ep.terminations)
             truncs.append(ep.truncations)
@@ -287,12 +309,21 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     arrays["observation_starts"] = starts + np.arange(len(lengths), dtype=np.int64)
     arrays["episode_seeds"] = np.array(seeds, dtype=np.int64)
     arrays["episode_sub_envs"] = np.array(subs, dtype=np.int64)
+    infos = info_columns(step_infos)
+    for key, column in infos.values.items():
+        if f"infos/{key}" in arrays:  # (two paths joined alike: "a/b" and {"a": {"b"}})
+            infos.left_out[key] = "another info has the same name"
+            continue
+        arrays[f"infos/{key}"] = column
+        if key in infos.present:
+            arrays[f"infos_present/{key}"] = infos.present[key]
     save: Any = np.savez_compressed if compress else np.savez
     path = os.fspath(path)
     with open(path, "wb") as f:
         save(f, **arrays)
     return {"path": path, "episodes": len(lengths), "steps": int(length_arr.sum()),
-            "arrays": {k: [list(v.shape), v.dtype.str] for k, v in arrays.items()}}
+            "arrays": {k: [list(v.shape), v.dtype.str] for k, v in arrays.items()},
+            "infos_left_out": infos.left_out}
 
 
 # -- plot ----------------------------------------------------------------------------------------
@@ -315,7 +346,7 @@ def plot_returns(summary: dict[str, Any], path: str | os.PathLike[str], *,
         MissingExtraError: if matplotlib is not installed.
         ExportError: if the recording has no episodes.
     """
-    rows = summary["episode_table"]
+    rows = [r for r in summary["episode_table"] if r["length"]]  # empty ones: no return
     if not rows:
         raise ExportError(f"{summary['directory']}: the recording holds no episodes to plot")
     require_extra("matplotlib", "plot")
@@ -385,60 +416,3 @@ def image_leaves(tree: Any) -> list[tuple[str, np.ndarray]]:
                 and leaf.shape[-1] == 3:
             out.append((name.lstrip("/"), leaf))
     return out
-
-
-def _pad_even(frame: np.ndarray) -> np.ndarray:
-    h, w = frame.shape[:2]
-    ph, pw = (-h) % VIDEO_BLOCK, (-w) % VIDEO_BLOCK
-    if ph or pw:
-        return np.pad(frame, ((0, ph), (0, pw), (0, 0)))
-    return frame
-
-
-def write_video(frames: Any, path: str | os.PathLike[str], *, fps: float = DEFAULT_FPS) -> int:
-    """Writes rgb frames (uint8 H x W x 3 each) to an ``.mp4`` or ``.gif`` file.
-
-    mp4 is H.264 (ffmpeg via imageio-ffmpeg, yuv420p) with frames padded to even sizes, one
-    video frame per frame given. gif is written by Pillow, which stores a frame identical to the
-    one before it as a longer duration of that one, so the timing is kept but the file can hold
-    fewer frames than given.
-
-    Returns:
-        The number of frames the file holds.
-
-    Raises:
-        MissingExtraError: if imageio (or, for mp4, imageio-ffmpeg) is not installed.
-        ExportError: for an unknown suffix, no frames, or frames that are not rgb images.
-    """
-    path = os.fspath(path)
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in VIDEO_SUFFIXES:
-        raise ExportError(f"{path}: unknown video type {suffix!r}; use one of "
-                          f"{', '.join(VIDEO_SUFFIXES)}")
-    if not fps > 0:
-        raise ExportError(f"fps must be positive, got {fps}")
-    frames = [np.asarray(f) for f in frames]
-    if not frames:
-        raise ExportError("no frames to write")
-    shape = frames[0].shape
-    for k, f in enumerate(frames):
-        if f.dtype != np.uint8 or f.ndim != 3 or f.shape[-1] != 3 or f.shape != shape:
-            raise ExportError(f"frame {k}: {f.dtype} {f.shape}, expected uint8 {shape[:2]} x 3")
-    require_extra("imageio", "video")
-    if suffix == ".gif":
-        import imageio.v3 as iio
-
-        iio.imwrite(path, np.stack(frames), extension=".gif", duration=1000.0 / fps, loop=0)
-        from PIL import Image  # imageio's gif writer is Pillow
-
-        with Image.open(path) as im:
-            return int(getattr(im, "n_frames", 1))
-    require_extra("imageio_ffmpeg", "video")
-    import imageio.v2 as iio2
-
-    with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                         pixelformat="yuv420p", macro_block_size=1) as w:
-        writer: Any = w  # (imageio's v2 type is the base class, without append_data)
-        for f in frames:
-            writer.append_data(_pad_even(f))
-    return len(frames)

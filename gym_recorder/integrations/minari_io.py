@@ -28,12 +28,15 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
-                     RecorderError, UnsupportedSpaceError, require_extra)
-from ..format.envspec import MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers, fill_env_only_wrappers
+                     ExportError, RecorderError, SpaceKeptAsWarning, SpecError,
+                     UnsupportedSpaceError, require_extra)
+from ..format.envspec import (MAKE_VEC_ARGUMENTS, EnvRebuilder, active_vector_wrappers,
+                              fill_env_only_wrappers, import_modules)
 from ..format.fileio import remove_stale_temps, temp_sibling
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
 from ..format.spaces import describe_space, unknown_space
+from ..format.values import manifest_metadata
 
 __all__ = ["export_minari", "import_minari", "import_env_module"]
 
@@ -147,14 +150,16 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
     if not env_id:
         return None, None
     import_env_module(env_id)
-    try:
-        spec = gym.spec(env_id)
-    except gym.error.Error:
-        return None, None  # not registered here: the dataset gets the spaces only
     raw = source.manifest.get("env_spec")
     recorded: dict[str, Any] = raw if isinstance(raw, dict) else {}
     vector = source.manifest.get("vector") is not None
     rebuild = EnvRebuilder(recorded, vector=vector)
+    try:  # (ale_py, minigrid, highway_env, ... register their ids when imported: as replay does,
+        # the recorded entry point's module and imports are imported)
+        rebuild.ensure_registered(env_id)
+        spec = gym.spec(env_id)
+    except (SpecError, gym.error.Error) as e:
+        return None, f"{str(e).splitlines()[0]}; the dataset has the spaces only"
     kwargs = dict(rebuild.kwargs)
     if vector:  # the spec of a make_vec env holds make_vec's arguments: the sub-env has the rest
         mode = kwargs.pop("vectorization_mode", None)
@@ -184,8 +189,7 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
         why = f"{type(e).__name__}: {e}".splitlines()[0]
         return None, (f"gymnasium.make({env_id!r}) with the recorded kwargs and wrappers failed "
                       f"({why}); the dataset has the spaces only")
-    if (env.observation_space, env.action_space) != (source.observation_space,
-                                                     source.action_space):
+    if not _same_spaces(env, source):
         env.close()  # (a wrapper that was not recorded changed them: another env than recorded)
         why = f" ({rebuild.problem})" if rebuild.problem else ""
         return None, (f"the env made again from the recorded spec has other spaces than the "
@@ -202,6 +206,18 @@ def _env_for(source: SelectionSource) -> tuple[Any, str | None]:
     return env, None
 
 
+def _same_spaces(env: Any, source: SelectionSource) -> bool:
+    """True if the env's spaces are the recording's, as the format describes them (a space
+    recorded as a kind it is not, minigrid's MissionSpace as Text, is the same)."""
+    if (env.observation_space, env.action_space) == (source.observation_space,
+                                                     source.action_space):
+        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpaceKeptAsWarning)
+        return (describe_space(env.observation_space) == source.manifest.get("observation_space")
+                and describe_space(env.action_space) == source.manifest.get("action_space"))
+
+
 def _json_spec_problem(env: Any, source: SelectionSource) -> str:
     """Why the env's spec does not survive Minari's JSON (``EnvSpec.to_json()`` and
     ``from_json()``, then ``gymnasium.make``, with the recording's spaces), or "" if it does.
@@ -216,8 +232,7 @@ def _json_spec_problem(env: Any, source: SelectionSource) -> str:
     except Exception as e:  # noqa: BLE001  (not JSON, or the wrapper refuses what JSON gave)
         failure = f"{type(e).__name__}: {e}".splitlines()[0]
     else:
-        same = (again.observation_space, again.action_space) == (source.observation_space,
-                                                                 source.action_space)
+        same = _same_spaces(again, source)
         again.close()
         if same:
             return ""
@@ -251,6 +266,41 @@ def _same_json(back: Any, value: Any) -> bool:
     return bool(back == value)
 
 
+# Metadata keys (RecordingWrapper(metadata=...), record --meta) that Minari's datasets have.
+MINARI_METADATA_KEYS = ("algorithm_name", "author", "author_email", "code_permalink",
+                        "description")
+
+
+def _minari_metadata(manifest: Any, has_description: bool) -> dict[str, Any]:
+    """The recording's metadata that Minari keeps, as create_dataset_from_buffers' arguments
+    (strings only: a recording's metadata is untrusted; ``description`` given to the export
+    wins)."""
+    metadata = manifest_metadata(manifest) or {}
+    out = {key: metadata[key] for key in MINARI_METADATA_KEYS
+           if isinstance(metadata.get(key), str) and metadata[key]}
+    if has_description:
+        out.pop("description", None)
+    return out
+
+
+def _metadata_from_minari(ds: Any, name: str) -> dict[str, Any]:
+    """The recording's metadata for an imported dataset: its id and the keys of
+    :data:`MINARI_METADATA_KEYS` it has (a set of authors as a list; what is not plain JSON
+    is left out)."""
+    try:
+        stored = dict(ds.storage.metadata)
+    except Exception:  # noqa: BLE001  (metadata is a courtesy: the episodes are what counts)
+        stored = {}
+    out: dict[str, Any] = {"minari_dataset_id": str(name)}
+    for key in MINARI_METADATA_KEYS:
+        value = stored.get(key)
+        if isinstance(value, (set, frozenset, tuple, list)):
+            value = sorted(str(v) for v in value)
+        if isinstance(value, str) and value or isinstance(value, list) and value:
+            out[key] = value
+    return out
+
+
 def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
     """The namespace of ``NAMESPACE/NAME-vN`` (ValueError, one line, for anything else)."""
     try:
@@ -266,7 +316,8 @@ def _parse_id(parse_dataset_id: Any, dataset_id: Any) -> str | None:
 
 
 def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
-                  episodes: Iterable[int] | None = None, description: str | None = None) -> dict[str, Any]:
+                  episodes: Iterable[int] | None = None, description: str | None = None,
+                  imports: Iterable[str] = ()) -> dict[str, Any]:
     """Writes a recording as the Minari dataset ``dataset_id`` in Minari's local root.
 
     Args:
@@ -274,6 +325,8 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         dataset_id: ``NAMESPACE/NAME-vN`` (or ``NAME-vN``); it must not exist yet.
         episodes: reader indices to export (all by default).
         description: the dataset's description.
+        imports: modules to import first (packages that register the env or define its
+            wrappers; the recorded entry point's module and imports are tried by themselves).
 
     Returns:
         ``{"dataset_id", "path", "episodes", "steps", "dropped": {info key: why},
@@ -292,8 +345,13 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         EmptySelectionError: if no selected episode has a step.
         ValueError: if ``dataset_id`` is not ``NAMESPACE/NAME-vN`` or ``NAME-vN``.
         MissingExtraError: if minari is not installed.
+        ExportError: if a module of ``imports`` cannot be imported.
     """
     minari = require_extra("minari", "minari")
+    try:
+        import_modules(list(imports))
+    except ImportError as e:
+        raise ExportError(str(e)) from e
     from minari.data_collector import EpisodeBuffer
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.storage.datasets_root_dir import get_dataset_path
@@ -345,6 +403,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
             action_space=source.action_space, data_format="hdf5", eval_env=spec,
             algorithm_name="recorded with gym_recorder",
             description=description or f"Exported by gym_recorder from {directory}.")
+        kwargs.update(_minari_metadata(source.manifest, description is not None))
         if "jpeg_encoding" in inspect.signature(minari.create_dataset_from_buffers).parameters:
             kwargs["jpeg_encoding"] = False
         remove_stale_temps(root, "gym_recorder")  # (of exports killed before)
@@ -520,7 +579,7 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
     play = _Playback(obs_space, act_space, spec)
     steps = count = 0
     try:
-        env = RecordingWrapper(play, tmp)
+        env = RecordingWrapper(play, tmp, metadata=_metadata_from_minari(ds, name))
         try:
             try:
                 ids = ds.episode_indices

@@ -10,8 +10,13 @@ Columns: ``obs``, ``next_obs``, ``action`` (for Dict/Tuple spaces one column per
 its dotted path: ``obs.nested.pair.0``), ``reward`` (float64), ``terminated``, ``truncated``
 (bool), ``episode``, ``step`` (int64). A leaf with scalar rows is a plain column of its dtype,
 one with rows of shape (k,) a ``fixed_size_list<k>``, one with rows of shape (a, b, ...)
-(images) nested fixed-size lists ``fixed_size_list<fixed_size_list<..., b>, a>`` of its dtype;
-Text leaves are strings.
+(images) a ``fixed_size_binary`` of each row's bytes (C order, little-endian), its dtype and
+shape in the field's metadata (``gym_recorder.dtype``, ``gym_recorder.shape``) and in
+``gym_recorder.json``: ``np.frombuffer(column.buffers()[1], dtype).reshape(-1, *shape)`` in
+pyarrow, bytes to pandas, polars, DuckDB and datasets, read at memory speed;
+Text leaves are strings. ``info.KEY`` (``info.KEY.SUB`` for nested dicts): the numeric infos
+each step returned, in their dtype, null where a step lacks the key (see
+:mod:`gym_recorder.integrations.infocolumns`); other infos are named in ``infos_left_out``.
 ``pyarrow.dataset.dataset(OUT / "data")``, pandas, polars, DuckDB and
 ``datasets.load_dataset("parquet", data_dir=OUT / "data")`` read it as it is. Everything is
 written under a temporary name beside OUT (``.OUT.tmp-HOST-PID-XXXXXXXX``), renamed to OUT at
@@ -30,10 +35,12 @@ import numpy as np
 from .._version import __version__
 from ..errors import OutputExistsError, UnsupportedSpaceError, require_extra
 from ..format.fileio import remove_stale_temps, temp_sibling
+from .infocolumns import InfoColumns, info_columns
 from ..format import exact_in
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
 from ..format.spaces import describe_space
+from ..format.values import manifest_metadata
 from ..training.transitions import Transitions, transitions, tree_leaves
 
 __all__ = ["export_parquet", "DEFAULT_MAX_FILE_BYTES", "METADATA_NAME"]
@@ -97,14 +104,28 @@ def _arrow(pa: Any, name: str, leaf: Any) -> Any:
         raise UnsupportedSpaceError(f"column {name}: rows of shape {leaf.shape[1:]} hold no "
                                     f"values, and Parquet's fixed-size lists need at least one")
     leaf = np.ascontiguousarray(leaf)
-    # Rows of shape (a, b, ...) are fixed_size_list<a> of fixed_size_list<b> ...: every reader
-    # sees the shape (polars Array, DuckDB T[][], Hugging Face datasets), where the
-    # arrow.fixed_shape_tensor extension is a flat list to pandas/DuckDB/polars and an error
-    # to datasets.load_dataset.
+    if leaf.ndim >= 3:
+        # Rows of 2 or more dimensions (images) are fixed_size_binary: each row's bytes in C
+        # order, little-endian, the dtype and shape in the field's metadata (and in
+        # gym_recorder.json). Parquet stores a list with a level per element, which pyarrow
+        # reads at about 40-90 MB/s for nested or flat fixed-size lists and for the
+        # arrow.fixed_shape_tensor extension alike, and DuckDB takes seconds for 50 rows;
+        # binary rows are read at memory speed by every reader (benchmarks/bench_parquet.py).
+        row = leaf.itemsize * int(np.prod(leaf.shape[1:], dtype=np.int64))
+        return pa.FixedSizeBinaryArray.from_buffers(pa.binary(row), len(leaf),
+                                                    [None, pa.py_buffer(leaf)])
+    # Rows of shape (k,) are fixed_size_list<k>: every reader sees them as short arrays.
     out = pa.array(leaf.reshape(-1))
     for size in reversed(leaf.shape[1:]):
         out = pa.FixedSizeListArray.from_arrays(out, size)
     return out
+
+
+def binary_field_metadata(leaf: np.ndarray) -> dict[bytes, bytes]:
+    """The Parquet field metadata of a fixed_size_binary column (rows of 2+ dimensions): the
+    numpy dtype and the row shape that ``np.frombuffer(bytes, dtype).reshape(shape)`` needs."""
+    return {b"gym_recorder.dtype": np.dtype(leaf.dtype).newbyteorder("<").str.encode(),
+            b"gym_recorder.shape": json.dumps(list(leaf.shape[1:])).encode()}
 
 
 def _row_bytes(cols: dict[str, Any]) -> int:
@@ -117,9 +138,59 @@ def _row_bytes(cols: dict[str, Any]) -> int:
     return max(total, 1)
 
 
+def _metadata_section(metadata: Any) -> list[str]:
+    """The card's lines for the recording's metadata (who or what produced it), if any."""
+    if not metadata:
+        return []
+    lines = ["## Provenance", ""]
+    for key, value in metadata.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"- {key}: {' '.join(text.split())}")  # (one line each, whatever it holds)
+    return lines + [""]
+
+
+class _Masked:
+    """An info column that some steps lack (null there in Parquet)."""
+
+    def __init__(self, values: np.ndarray, present: np.ndarray) -> None:
+        self.values, self.present = values, present
+        self.dtype, self.shape = values.dtype, values.shape
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def _info_names(infos: InfoColumns) -> dict[str, str]:
+    """Parquet column names of the info columns: ``info.`` and the key path, dotted."""
+    names: dict[str, str] = {}
+    for key in infos.values:
+        name = "info." + key.replace("/", ".")
+        if name in names.values():
+            infos.left_out[key] = "another info has the same dotted name"
+        else:
+            names[key] = name
+    return names
+
+
+def _info_slice(infos: InfoColumns, names: dict[str, str], lo: int, hi: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, name in names.items():
+        values = infos.values[key][lo:hi]
+        present = infos.present.get(key)
+        out[name] = values if present is None else _Masked(values, present[lo:hi])
+    return out
+
+
+def _ident(name: str) -> str:
+    """A Python name for a column in the card's example."""
+    out = "".join(c if c.isalnum() else "_" for c in name)
+    return out if out.isidentifier() else f"col_{out}"
+
+
 def _card(meta: dict[str, Any], files: int) -> str:
     env = meta["env_id"] or "an unnamed environment"
-    eps = meta["episodes"]
+    eps = [e for e in meta["episodes"] if e["length"]]  # an empty episode has no return
+    empty = len(meta["episodes"]) - len(eps)
     returns = np.array([e["return"] for e in eps if e["return"] is not None], dtype=float)
     ends: dict[str, int] = {}
     for e in eps:
@@ -137,6 +208,7 @@ def _card(meta: dict[str, Any], files: int) -> str:
               f"{files} Parquet file{'s' if files != 1 else ''} under `data/`. Exported by "
               f"gym_recorder {__version__} from a recording made with gym_recorder "
               f"{meta['recorder'] or 'unknown'}.", "",
+              *_metadata_section(meta.get("metadata")),
               "## Environment", "",
               f"- env id: `{meta['env_id']}`",
               f"- env spec: `{json.dumps(meta['env_spec'])}`",
@@ -144,6 +216,9 @@ def _card(meta: dict[str, Any], files: int) -> str:
               f"- action space: `{meta['action_space_str']}`", "",
               "## Episodes", "",
               f"- episodes: {len(eps)}, steps: {meta['steps']}"]
+    if empty:
+        lines[-1] += (f" ({empty} more episode{'s' if empty != 1 else ''} of 0 steps, a reset "
+                      f"with no step after it, left out of these figures)")
     if returns.size:
         lines.append(f"- return: mean {returns.mean():.6g}, min {returns.min():.6g}, "
                      f"max {returns.max():.6g}")
@@ -155,17 +230,27 @@ def _card(meta: dict[str, Any], files: int) -> str:
         lines.append(f"| `{name}` | {c['dtype']} | {tuple(c['shape'])} |")
     lines += ["", "`obs` is the observation a step was taken from, `next_obs` the one it led "
               "to; `episode` and `step` say where a row comes from. Dict and Tuple leaves are "
-              "columns named by their dotted path. Spaces and the episode table are in "
-              f"`{METADATA_NAME}`.", "", "## Loading", "", "```python",
+              "columns named by their dotted path. `info.KEY` columns hold the numeric infos "
+              "each step returned (null where a step has none). Spaces, the episode table and "
+              "the infos left out are in "
+              f"`{METADATA_NAME}`. Columns of rows with 2 or more dimensions (images) hold "
+              "each row's bytes (C order, little-endian): the table gives their dtype and row "
+              "shape.", "", "## Loading", "", "```python",
+              "import numpy as np",
               "import pyarrow.dataset as ds",
               'table = ds.dataset("data", format="parquet").to_table()',
-              "# or: datasets.load_dataset(\"parquet\", data_dir=\"data\")", "```", ""]
+              "# or: datasets.load_dataset(\"parquet\", data_dir=\"data\")",
+              *[f"{_ident(name)} = np.frombuffer(table.column({name!r}).combine_chunks()"
+                f".buffers()[1], {np.dtype(c['dtype']).name!r}).reshape(-1, "
+                f"*{tuple(c['shape'])})"
+                for name, c in meta["columns"].items() if len(c["shape"]) >= 2][:3],
+              "```", ""]
     return "\n".join(lines)
 
 
 def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
                    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                   episodes: list[int] | None = None) -> dict[str, Any]:
+                   episodes: list[int] | None = None, infos: bool = True) -> dict[str, Any]:
     """Writes a recording's steps as a Hugging Face style Parquet dataset folder ``out``.
 
     Args:
@@ -174,9 +259,13 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         max_file_bytes: each Parquet file holds at most this many bytes of (uncompressed)
             column data, and at least one row.
         episodes: reader indices to export (all by default).
+        infos: export the numeric infos as ``info.KEY`` columns (reading the infos takes a
+            pass over the episodes of its own: about 2.4 times the export's time for Atari
+            frames; False leaves them out).
 
     Returns:
-        ``{"path", "episodes", "steps", "files", "columns": {name: {"dtype", "shape"}}}``.
+        ``{"path", "episodes", "steps", "files", "columns": {name: {"dtype", "shape"}},
+        "infos_left_out": {info key: why}}``.
 
     Raises:
         OutputExistsError: if ``out`` exists.
@@ -203,7 +292,8 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
             forced: dict[str, np.dtype[Any]] = {}
             while True:
                 try:
-                    result = _write(pa, pq, reader, tmp, max_file_bytes, indices, source, forced)
+                    result = _write(pa, pq, reader, tmp, max_file_bytes, indices, source, forced,
+                                    infos)
                     break
                 except _Widen as w:  # a leaf recorded wider in later batches: write it wide
                     forced[w.name] = w.dtype
@@ -220,11 +310,16 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
 
 def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: int,
            indices: list[int], source: SelectionSource,
-           forced: dict[str, np.dtype[Any]]) -> dict[str, Any]:
+           forced: dict[str, np.dtype[Any]], with_infos: bool = True) -> dict[str, Any]:
     data = os.path.join(tmp, "data")
     os.mkdir(data)
     summaries = [reader.summary(i) for i in indices]
+    infos = info_columns(reader[i].infos[1:] if s.length and with_infos else []
+                         for i, s in zip(indices, summaries))
+    info_names = _info_names(infos)
     first = _columns(transitions(reader, indices[:1]), forced)
+    first.update(_info_slice(infos, info_names, 0, summaries[0].length))
+    first = {n: (v.values if isinstance(v, _Masked) else v) for n, v in first.items()}
     row_bytes = _row_bytes(first)
     columns = {n: {"dtype": str(v.dtype) if isinstance(v, np.ndarray) else "string",
                    "shape": list(v.shape[1:]) if isinstance(v, np.ndarray) else []}
@@ -236,10 +331,14 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     chunk: list[int] = []
     chunk_rows = 0
 
+    done = 0  # step rows written so far (the info columns' rows are the selection's)
+
     def flush_chunk() -> None:
-        nonlocal writer, in_file, schema
+        nonlocal writer, in_file, schema, done
         t = transitions(reader, chunk)
         cols = _columns(t, forced)
+        cols.update(_info_slice(infos, info_names, done, done + len(t)))
+        done += len(t)
         for n, v in cols.items():
             if isinstance(v, np.ndarray) and str(v.dtype) != columns[n]["dtype"] \
                     and v.dtype.kind in "biuf" and columns[n]["dtype"] != "string":
@@ -253,8 +352,13 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
                 files.append(os.path.join(data, f"part-{len(files):05d}.parquet"))
                 in_file = 0
             hi = min(len(t), lo + rows_per_file - in_file)
-            arrays = [_arrow(pa, n, v[lo:hi]) for n, v in cols.items()]
-            table = pa.Table.from_arrays(arrays, names=list(cols))
+            arrays = [_arrow(pa, n, v[lo:hi]) if not isinstance(v, _Masked)
+                      else pa.array(v.values[lo:hi], mask=~v.present[lo:hi])
+                      for n, v in cols.items()]
+            table = pa.Table.from_arrays(arrays, schema=pa.schema([
+                pa.field(n, a.type, metadata=binary_field_metadata(cols[n])
+                         if pa.types.is_fixed_size_binary(a.type) else None)
+                for n, a in zip(cols, arrays)]))
             if schema is None:
                 schema = table.schema
             elif not table.schema.equals(schema):
@@ -263,7 +367,10 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
                     f"episodes from {int(t.episode[lo])} on give column(s) {', '.join(differ)} "
                     f"another type than the episodes before them")
             if writer is None:
-                writer = pq.ParquetWriter(files[-1], schema)
+                # (no dictionary or min/max statistics for image bytes: neither helps a reader)
+                plain = [f.name for f in schema if not pa.types.is_fixed_size_binary(f.type)]
+                writer = pq.ParquetWriter(files[-1], schema, use_dictionary=plain,
+                                          write_statistics=plain)
             writer.write_table(table)
             in_file += hi - lo
             lo = hi
@@ -292,11 +399,13 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,
             "recorder": (manifest.get("writer") or {}).get("library_version"),
             "env_id": source.env_id, "env_spec": manifest.get("env_spec"),
+            "metadata": manifest_metadata(manifest),
             "observation_space": describe_space(source.observation_space),
             "action_space": describe_space(source.action_space),
             "observation_space_str": str(source.observation_space),
             "action_space_str": str(source.action_space),
             "steps": int(sum(s.length for s in summaries)), "files": names, "columns": columns,
+            "infos_left_out": infos.left_out,
             "episodes": [{"index": s.index, "length": s.length,
                           "return": s.total_reward if np.isfinite(s.total_reward) else None,
                           "end": s.end, "seed": s.seed, "sub_env": s.sub_env}
@@ -306,4 +415,4 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
         f.write(_card(meta, len(files)))
     return {"episodes": len(indices), "steps": meta["steps"], "files": len(files),
-            "columns": columns}
+            "columns": columns, "infos_left_out": infos.left_out}

@@ -42,7 +42,8 @@ def group_envs(rows: list[dict[str, Any]], writers: list[dict[str, Any]]) -> lis
 
     Returns:
         One dict per env: ``env_id``, ``observation_space``, ``action_space``, ``writers``
-        (indices), ``episodes``, ``steps``, ``total_reward_mean``/``min``/``max``, ``ends``.
+        (indices), ``episodes``, ``empty_episodes`` (of 0 steps: left out of the returns and
+        ends), ``steps``, ``total_reward_mean``/``min``/``max``, ``ends``.
     """
     groups: dict[Any, dict[str, Any]] = {}
     for k, w in enumerate(writers):
@@ -51,11 +52,14 @@ def group_envs(rows: list[dict[str, Any]], writers: list[dict[str, Any]]) -> lis
             g = groups[w["env_id"]] = {
                 "env_id": w["env_id"], "observation_space": w.get("observation_space"),
                 "action_space": w.get("action_space"), "writers": [], "episodes": 0,
-                "steps": 0, "returns": [], "ends": {}}
+                "empty_episodes": 0, "steps": 0, "returns": [], "ends": {}}
         g["writers"].append(k)
     for r in rows:
         g = groups[writers[r["writer"]]["env_id"]]
         g["episodes"] += 1
+        if not r["length"]:  # an empty episode: counted apart, not in the returns or ends
+            g["empty_episodes"] += 1
+            continue
         g["steps"] += r["length"]
         if r["total_reward"] is not None:
             g["returns"].append(r["total_reward"])

@@ -40,6 +40,7 @@ from ..format.spaces import Layout
 from .session import RecordingSession, check_options
 from ..format.codecs import resolve_compression
 from .vector_buffer import DISABLED, NEXT_STEP, SAME_STEP, VectorStepBuffer
+from ..format.values import check_metadata
 from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, env_header
 
 __all__ = ["RecordingVectorWrapper", "VectorStepBuffer", "unstack_info", "NEXT_STEP",
@@ -156,6 +157,8 @@ class RecordingVectorWrapper(VectorWrapper):
         fsync: make every batch durable (fsync) before committing it.
         compression: None (raw), ``"zstd"`` or a :class:`~gym_recorder.Zstd` with options
             (as :class:`RecordingWrapper`'s).
+        metadata: who or what produced the recording, as plain JSON (as for
+            :class:`~gym_recorder.RecordingWrapper`).
 
     Raises:
         TypeError: if ``env`` is not a ``gymnasium.vector.VectorEnv``.
@@ -169,9 +172,11 @@ class RecordingVectorWrapper(VectorWrapper):
                  record_infos: bool = True,
                  info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
-                 fsync: bool = False, compression: Any = None) -> None:
+                 fsync: bool = False, compression: Any = None,
+                 metadata: dict[str, Any] | None = None) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
         codec = resolve_compression(compression)
+        metadata = check_metadata(metadata) if metadata is not None else None
         if not isinstance(env, VectorEnv):
             raise TypeError(f"env must be a gymnasium.vector.VectorEnv, got {type(env).__name__} "
                             "(use RecordingWrapper for a single env)")
@@ -182,6 +187,8 @@ class RecordingVectorWrapper(VectorWrapper):
         if isinstance(header["env_spec"], dict):  # (the spec is the innermost env's)
             header["env_spec"]["vector_wrappers"] = capture_vector_wrappers(env)
         header["vector"] = {"num_envs": num_envs, "autoreset_mode": mode}
+        if metadata:
+            header["metadata"] = metadata
         obs_layout = Layout(header["observation_space"])
         act_layout = Layout(header["action_space"])
         self._mode = mode

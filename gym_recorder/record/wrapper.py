@@ -14,6 +14,7 @@ from .buffer import StepBuffer
 from ..format.envspec import capture_spec, vector_sub_env_spec
 from ..errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from ..format.spaces import Layout, describe_space
+from ..format.values import check_metadata
 from .session import RecordingSession, check_options
 from ..format.codecs import resolve_compression
 
@@ -77,6 +78,7 @@ class _Settings(TypedDict):
     flush_interval: float | None
     fsync: bool
     compression: Any
+    metadata: dict[str, Any] | None
 
 
 class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -114,6 +116,9 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             :class:`~gym_recorder.Zstd` with options: leaves of at least 64 bytes a row are
             stored zstd-compressed in chunks of rows (lossless, random access; format version
             2; needs the ``zstd`` extra).
+        metadata: who or what produced the recording, as plain JSON (e.g. ``{"algorithm_name":
+            "PPO", "author": "me", "notes": "..."}``): the manifest's ``metadata``, shown by
+            ``gym-recorder info`` and exported to Minari and Parquet.
 
     Raises:
         FileExistsError: if ``file_prefix`` is already used in the directory.
@@ -125,26 +130,31 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                  record_infos: bool = True,
                  info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
-                 fsync: bool = False, compression: Any = None) -> None:
+                 fsync: bool = False, compression: Any = None,
+                 metadata: dict[str, Any] | None = None) -> None:
         check_options(directory, target_batch_bytes, flush_interval)
         codec = resolve_compression(compression)
+        metadata = check_metadata(metadata) if metadata is not None else None
         # gym.make(env.spec) rebuilds the recorder as a new writer (file_prefix: a new one).
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, directory=os.path.abspath(os.fspath(directory)),
             file_prefix=None,
             target_batch_bytes=target_batch_bytes, record_infos=record_infos,
             info_filter=info_filter, flush_interval=flush_interval, fsync=fsync,
-            compression=compression)
+            compression=compression, metadata=metadata)
         super().__init__(env)
         self._settings: _Settings = {"directory": os.fspath(directory), "target_batch_bytes":
                           target_batch_bytes, "record_infos": record_infos,
                           "info_filter": info_filter, "flush_interval": flush_interval,
-                          "fsync": fsync, "compression": codec}
+                          "fsync": fsync, "compression": codec,
+                          "metadata": metadata}
         self._start_recorder(file_prefix, lazy=False)
 
     def _start_recorder(self, file_prefix: str | None, lazy: bool) -> None:
         settings = self._settings
         header = env_header(self.env, self.env.observation_space, self.env.action_space)
+        if settings.get("metadata"):
+            header["metadata"] = settings.get("metadata")
         obs_layout = Layout(header["observation_space"])
         act_layout = Layout(header["action_space"])
         self._buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],

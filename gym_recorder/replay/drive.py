@@ -7,14 +7,17 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .run import make_env
+from .run import ReplayError, make_env
 
 if TYPE_CHECKING:
     from ..record.vector import RecordingVectorWrapper
@@ -53,6 +56,95 @@ def writer_bytes(directory: str | os.PathLike[str], prefix: str) -> int:
                    if e.name.startswith(start) and e.is_file(follow_symlinks=False))
 
 
+# --wrapper's keyword arguments are separated by commas that start another KEY=: a value may
+# hold commas itself (a JSON list).
+_ARG_SPLIT = re.compile(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
+_WRAPPER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def parse_wrapper(text: str) -> tuple[str, dict[str, Any]]:
+    """Parses ``NAME`` or ``NAME:KEY=VALUE,KEY=VALUE`` (``record --wrapper``).
+
+    NAME is a wrapper of ``gymnasium.wrappers`` (``AtariPreprocessing``) or ``module.Class``;
+    each VALUE is JSON when it parses as JSON (``4``, ``true``, ``[84, 84]``), else a string.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    name, _, rest = text.partition(":")
+    name = name.strip()
+    if not _WRAPPER_NAME.fullmatch(name):
+        raise ValueError(f"{text!r}: NAME or NAME:KEY=VALUE,... expected, e.g. "
+                         f"FrameStackObservation:stack_size=4")
+    kwargs: dict[str, Any] = {}
+    for item in _ARG_SPLIT.split(rest) if rest.strip() else []:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ValueError(f"{text!r}: {item!r} is not KEY=VALUE")
+        try:
+            kwargs[key] = json.loads(value)
+        except ValueError:
+            kwargs[key] = value
+    return name, kwargs
+
+
+def load_wrapper(name: str) -> Callable[..., Any]:
+    """The wrapper class ``name``: one of ``gymnasium.wrappers``, or ``module.Class``.
+
+    Raises:
+        ReplayError: if there is no such wrapper class.
+    """
+    import gymnasium as gym
+
+    module_name, _, cls_name = name.rpartition(".")
+    try:
+        module = importlib.import_module(module_name or "gymnasium.wrappers")
+        cls = getattr(module, cls_name)
+    except (ImportError, AttributeError) as e:
+        where = module_name or "gymnasium.wrappers"
+        raise ReplayError(f"no wrapper {cls_name!r} in {where} ({type(e).__name__}: {e}); "
+                          f"give a name of gymnasium.wrappers or module.Class") from e
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
+        raise ReplayError(f"{name} is not a gymnasium.Wrapper class")
+    return cls
+
+
+def apply_wrappers(env: Any, wrappers: Sequence[tuple[str, Mapping[str, Any]]]) -> Any:
+    """``env`` wrapped in each wrapper in turn (the first innermost).
+
+    Raises:
+        ReplayError: if a wrapper cannot be found or made (closing ``env``).
+    """
+    for name, kwargs in wrappers:
+        try:
+            env = load_wrapper(name)(env, **kwargs)
+        except ReplayError:
+            env.close()
+            raise
+        except Exception as e:  # noqa: BLE001  (the wrapper's own error names the problem)
+            env.close()
+            raise ReplayError(f"wrapper {name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+                              f" cannot wrap the env: {type(e).__name__}: {e}") from e
+    return env
+
+
+def _make_wrapped(env_id: str, env_kwargs: Mapping[str, Any] | None, num_envs: int | None,
+                  wrappers: Sequence[tuple[str, Mapping[str, Any]]]) -> Any:
+    """The env to record: with wrappers, each (sub-)env made and wrapped on its own, so that
+    its spec lists the wrappers and replay rebuilds them."""
+    if not wrappers:
+        return make_env(env_id, env_kwargs, num_envs=num_envs)
+    for name, _ in wrappers:
+        load_wrapper(name)  # (a bad name fails before any env is made)
+    if num_envs is None:
+        return apply_wrappers(make_env(env_id, env_kwargs), wrappers)
+    import gymnasium as gym
+
+    return gym.vector.SyncVectorEnv(
+        [lambda: apply_wrappers(make_env(env_id, env_kwargs), wrappers)] * num_envs)
+
+
 def record_env(env_id: str, directory: str | os.PathLike[str], *,
                policy: Callable[[Any], Any] | None = None,
                episodes: int | None = None, steps: int | None = None,
@@ -60,7 +152,8 @@ def record_env(env_id: str, directory: str | os.PathLike[str], *,
                env_kwargs: Mapping[str, Any] | None = None,
                recorder_kwargs: Mapping[str, Any] | None = None,
                on_step: Callable[[RecordStatus], None] | None = None,
-               should_stop: Callable[[], bool] | None = None) -> RecordStatus:
+               should_stop: Callable[[], bool] | None = None,
+               wrappers: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> RecordStatus:
     """Records a registered env driven by a policy until enough episodes or steps are done.
 
     The first reset gets ``seed`` and later resets none, so that a replay reproduces the run;
@@ -81,6 +174,8 @@ def record_env(env_id: str, directory: str | os.PathLike[str], *,
         recorder_kwargs: keyword arguments for the recording wrapper.
         on_step: called after every step with the running status.
         should_stop: polled before every step; returning True ends the run early (for Ctrl-C).
+        wrappers: ``(name, kwargs)`` of wrappers to apply, innermost first (see
+            :func:`load_wrapper`); with ``num_envs``, around each sub-env.
 
     Returns:
         The final status.
@@ -94,7 +189,7 @@ def record_env(env_id: str, directory: str | os.PathLike[str], *,
     limit = episodes if episodes is not None else steps
     if type(limit) is not int or limit < 1:
         raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
-    env = make_env(env_id, env_kwargs, num_envs=num_envs)
+    env = _make_wrapped(env_id, env_kwargs, num_envs, wrappers)
     try:
         rec: RecordingWrapper | RecordingVectorWrapper
         if num_envs is None:

@@ -150,9 +150,40 @@ class _Stream:
         self.env.close()
 
 
+# Said when a recorded wrapper cannot be rebuilt: a wrapper that only adds infos can be left out.
+SKIP_WRAPPER_HINT = ("; a wrapper that changes no observation, reward or action (one that only "
+                     "adds infos, such as Stable-Baselines3's Monitor) can be left out of the "
+                     "replay: --skip-wrapper {names}")
+
+
+def _without_wrappers(spec: dict[str, Any], skip: Collection[str]) -> dict[str, Any]:
+    """The recorded spec less the ``additional_wrappers`` named in ``skip`` (by name, or by the
+    class of their entry point)."""
+    wrappers = spec.get("additional_wrappers")
+    if not skip or not isinstance(wrappers, list):
+        return spec
+
+    def skipped(w: Any) -> bool:
+        if not isinstance(w, dict):
+            return False
+        entry = w.get("entry_point")
+        cls = entry.rpartition(":")[2] if isinstance(entry, str) else None
+        return w.get("name") in skip or cls in skip
+
+    return {**spec, "additional_wrappers": [w for w in wrappers if not skipped(w)]}
+
+
+def _unbuildable(spec: Mapping[str, Any]) -> list[str]:
+    """Names of the recorded wrappers whose arguments were not recorded."""
+    wrappers = spec.get("additional_wrappers")
+    return [str(w.get("name")) for w in (wrappers if isinstance(wrappers, list) else [])
+            if isinstance(w, dict) and (w.get("kwargs") is None or w.get("missing_kwargs"))]
+
+
 def _env_factory(manifest: Mapping[str, Any], render: bool,
-                 env_kwargs: Mapping[str, Any] | None = None) -> tuple[str | None,
-                                                                      Callable[..., Any] | None, str]:
+                 env_kwargs: Mapping[str, Any] | None = None,
+                 skip_wrappers: Collection[str] = ()) -> tuple[str | None,
+                                                               Callable[..., Any] | None, str]:
     """How to make the env of one writer: (env_id, factory, reason when impossible).
 
     The env is ``gymnasium.make(env_id, **kwargs)`` with the recorded kwargs (``env_kwargs``
@@ -166,10 +197,13 @@ def _env_factory(manifest: Mapping[str, Any], render: bool,
         return None, None, "the recording has no env id (the env had no spec)"
     recorded_spec = manifest.get("env_spec")
     spec: dict[str, Any] = recorded_spec if isinstance(recorded_spec, dict) else {}
+    spec = _without_wrappers(spec, skip_wrappers)
     vector = manifest.get("vector") is not None
     rebuild = EnvRebuilder(spec, env_kwargs, vector=vector)
     if rebuild.problem:
-        return None, None, rebuild.problem
+        names = _unbuildable(spec) if not vector else []
+        hint = SKIP_WRAPPER_HINT.format(names=" --skip-wrapper ".join(names)) if names else ""
+        return None, None, rebuild.problem + hint
     kwargs = dict(rebuild.kwargs)
     if vector:
         mode = kwargs.pop("vectorization_mode", None)
@@ -224,7 +258,9 @@ def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[in
 
 def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int] | None = None,
                      render: bool = False, env_kwargs: Mapping[str, Any] | None = None,
-                     imports: Collection[str] = ()) -> Iterator[EpisodeCheck]:
+                     imports: Collection[str] = (),
+                     skip_wrappers: Collection[str] = (),
+                     on_frame: FrameSink | None = None) -> Iterator[EpisodeCheck]:
     """Re-runs the recorded env with the recorded seeds and actions; yields one check per episode.
 
     For each stream (a writer's episodes of one sub-env, in order) a fresh env is made with
@@ -244,6 +280,12 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
         render: make the env with ``render_mode="rgb_array"`` and return the frames.
         env_kwargs: env kwargs that fill in those the recording could not keep (or override).
         imports: modules to import first (packages that register envs or define wrappers).
+        skip_wrappers: recorded wrappers (by name or class name) to leave out: wrappers that
+            change no observation, reward or action (one that only adds infos) and cannot be
+            rebuilt.
+        on_frame: with ``render``, called with each frame of the reported episodes and the
+            env's ``render_fps`` (or None) as it is rendered, instead of keeping the frames
+            (their checks' ``frames`` are None): bounded memory for long episodes.
 
     Yields:
         One :class:`EpisodeCheck` per episode (per episode in ``only``), in reader order.
@@ -284,8 +326,10 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
                                                           env_kwargs))
                     check = whole[i]
                 else:
+                    reported = targets is None or i in targets
                     check = _replay_one(ep, writers[ep.writer], factories, streams, render,
-                                        env_kwargs)
+                                        env_kwargs, frozenset(skip_wrappers),
+                                        on_frame if reported else None)
                 if targets is None or i in targets:
                     yield check
         finally:
@@ -346,7 +390,9 @@ def _replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], ren
 
 def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
                 streams: dict[tuple[Any, ...], _Stream],
-                render: bool, env_kwargs: Mapping[str, Any] | None = None) -> EpisodeCheck:
+                render: bool, env_kwargs: Mapping[str, Any] | None = None,
+                skip_wrappers: Collection[str] = (),
+                on_frame: FrameSink | None = None) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "",
                frames: list[Any] | None = None) -> EpisodeCheck:
         fps = None
@@ -354,14 +400,15 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
             fps = stream.env.metadata.get("render_fps")
             fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
         return EpisodeCheck(ep.index, ep.writer, ep.sub_env, ep.length, status, step, message,
-                            frames, fps)
+                            frames if isinstance(frames, list) else None, fps)
 
     stream = None
 
     if writer.get("legacy"):
         return result("skipped", message="gym-recording (legacy) episode: no env id or seeds")
     if ep.writer not in factories:
-        factories[ep.writer] = _env_factory(writer["manifest"], render, env_kwargs)
+        factories[ep.writer] = _env_factory(writer["manifest"], render, env_kwargs,
+                                            skip_wrappers)
     env_id, factory, reason = factories[ep.writer]
     if factory is None:
         return result("skipped", message=reason)
@@ -370,7 +417,9 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
     if stream is None:
         stream = streams[key] = _Stream(factory())
     env = stream.env
-    frames: list[Any] | None = [] if render else None
+    frames: Any = None
+    if render:
+        frames = [] if on_frame is None else _Streamed(on_frame, env)
     if ep.no_reset:
         if not stream.synced:
             return result("skipped", message=f"stepped on without a reset, and {stream.lost}")
@@ -419,6 +468,22 @@ def _replay_one(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
     return result("match", frames=frames)
 
 
+# on_frame(frame, render_fps): a rendered frame handed on as it comes (see replay_recording).
+FrameSink = Callable[[Any, "float | None"], None]
+
+
+class _Streamed:
+    """In place of a list of frames: hands each frame on with the env's render_fps."""
+
+    def __init__(self, sink: FrameSink, env: Any) -> None:
+        fps = getattr(env, "metadata", {}).get("render_fps")
+        self.fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+        self.sink = sink
+
+    def append(self, frame: Any) -> None:
+        self.sink(frame, self.fps)
+
+
 def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     """Marks a stream out of step with the recording after ``check`` (a mismatch)."""
     stream.synced = False
@@ -426,10 +491,37 @@ def _lost(check: EpisodeCheck, stream: _Stream) -> EpisodeCheck:
     return check
 
 
+def recorded_render_fps(manifest: Mapping[str, Any]) -> float | None:
+    """The ``render_fps`` of the recorded env's class (``metadata``), or None: the rate a video
+    of its image observations plays at. Imports what registers the env, as replay does; an env
+    it cannot find, or that sets its rate only when made, gives None."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    env_id = manifest.get("env_id")
+    spec = manifest.get("env_spec")
+    if not isinstance(env_id, str):
+        return None
+    try:
+        EnvRebuilder(spec if isinstance(spec, dict) else {}).ensure_registered(env_id)
+        entry = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    except Exception:  # noqa: BLE001  (no rate known: the caller's default applies)
+        return None
+    fps = (getattr(creator, "metadata", None) or {}).get("render_fps")
+    return float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
+
+
 def replay_frames(directory: str | os.PathLike[str], index: int, *,
                   env_kwargs: Mapping[str, Any] | None = None,
-                  imports: Collection[str] = ()) -> EpisodeCheck:
+                  imports: Collection[str] = (),
+                  skip_wrappers: Collection[str] = (),
+                  on_frame: FrameSink | None = None) -> EpisodeCheck:
     """Renders one episode by replaying it with ``render_mode="rgb_array"``.
+
+    Args:
+        on_frame: called with each frame and the env's render_fps as it is rendered (the
+            check's ``frames`` are then None): memory stays bounded however long the episode.
 
     Returns:
         The replay's check, with ``frames`` (N + 1: after the reset and after each step) and
@@ -439,9 +531,14 @@ def replay_frames(directory: str | os.PathLike[str], index: int, *,
         ReplayError: if the episode cannot be replayed or the env renders no frames.
     """
     check = next(iter(replay_recording(directory, only=[index], render=True,
-                                       env_kwargs=env_kwargs, imports=imports)))
+                                       env_kwargs=env_kwargs, imports=imports,
+                                       skip_wrappers=skip_wrappers, on_frame=on_frame)))
     if check.status == "skipped":
         raise ReplayError(f"episode {check.index} cannot be replayed: {check.message}")
+    if on_frame is not None:  # (the frames went to on_frame; a native vector env's come whole)
+        for frame in check.frames or ():
+            on_frame(frame, check.render_fps)
+        return check
     frames = check.frames or []
     if not frames or not all(isinstance(f, np.ndarray) and f.ndim == 3 for f in frames):
         raise ReplayError(f"episode {check.index}: the env rendered no rgb_array frames")

@@ -30,7 +30,7 @@ from ..errors import EmptySelectionError, UnsupportedSpaceError
 from ..read.reader import RecordingReader
 from .selection import episode_indices, selection_source
 
-__all__ = ["Transitions", "transitions", "tree_map", "tree_leaves", "take_rows", "gather",
+__all__ = ["Transitions", "transitions", "STACK_PADDINGS", "tree_map", "tree_leaves", "take_rows", "gather",
            "concat"]
 
 
@@ -209,17 +209,37 @@ def _episode_columns(reader: RecordingReader, indices: Sequence[int]) -> Iterato
                np.concatenate([p.truncations for p in ps]))
 
 
-def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) -> Transitions:
+# How stack=k pads the first k - 1 steps of an episode: as gymnasium's FrameStackObservation.
+STACK_PADDINGS = ("reset", "zero")
+
+
+def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None, *,
+                stack: int | None = None, padding: str = "reset") -> Transitions:
     """Builds the flat transitions of the given episodes (all by default), in that order.
 
     Args:
         reader: an open reader.
         episodes: reader indices, e.g. from :func:`gym_recorder.training.selection.select`.
+        stack: give ``obs`` and ``next_obs`` as the last ``stack`` observations up to each
+            (shape ``(S, stack, *leaf shape)`` per leaf), as DQN-style agents take them:
+            equal to what ``gymnasium.wrappers.FrameStackObservation(env, stack,
+            padding_type=padding)`` would have returned, so that a recording of single frames
+            need not hold every frame ``stack`` times. ``observations`` stays unstacked.
+        padding: before an episode's first observation, ``"reset"`` repeats it,
+            ``"zero"`` gives zeros (FrameStackObservation's ``padding_type``).
 
     Raises:
         EmptySelectionError: if there are no episodes.
-        UnsupportedSpaceError: if episodes of the selection have different structures.
+        UnsupportedSpaceError: if episodes of the selection have different structures, or
+            ``stack`` meets a leaf stored as values (Text, rows of other shapes).
+        ValueError: if ``stack`` is not an int >= 1 or ``padding`` not one of
+            :data:`STACK_PADDINGS`.
     """
+    if stack is not None and (isinstance(stack, bool) or not isinstance(stack, int)
+                              or stack < 1):
+        raise ValueError(f"stack must be an int >= 1, got {stack!r}")
+    if padding not in STACK_PADDINGS:
+        raise ValueError(f"padding must be one of {', '.join(STACK_PADDINGS)}, got {padding!r}")
     indices = episode_indices(reader, episodes)
     selection_source(reader, indices)  # one set of spaces (else UnsupportedSpaceError), or empty
     # Through the batches' indexes when they have them (no JSON parsed), else batch by batch.
@@ -248,7 +268,11 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) 
     total = int(starts[-1])
     ep_ord = np.repeat(np.arange(len(indices), dtype=np.int64), lengths_a)
     step = np.arange(total, dtype=np.int64) - starts[:-1][ep_ord]
-    if len(indices) == 1:  # the layout allows views: observations[:-1] and observations[1:]
+    if stack is not None:
+        first_obs = starts[:-1][ep_ord] + ep_ord  # each step's episode's first observation row
+        obs_v = _stacked(observations, first_obs, step, stack, padding)
+        next_v = _stacked(observations, first_obs, step + 1, stack, padding)
+    elif len(indices) == 1:  # the layout allows views: observations[:-1] and observations[1:]
         obs_v, next_v = _slice(observations, slice(0, -1)), _slice(observations, slice(1, None))
     else:
         rows = np.arange(total, dtype=np.int64) + ep_ord  # observation row before each step
@@ -258,6 +282,25 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None) 
                        reward=reward, terminated=terminated,
                        truncated=truncated, episode=episodes_a[ep_ord], step=step,
                        observations=observations, episodes=episodes_a, starts=starts)
+
+
+def _stacked(observations: Any, first: np.ndarray, at: np.ndarray, k: int,
+             padding: str) -> Any:
+    """For each row, observations ``at - k + 1 .. at`` of its episode (``first`` its first
+    observation row) stacked on a new axis 1, the rows before the episode's start padded."""
+    def leaf(arr: Any) -> np.ndarray:
+        if not isinstance(arr, np.ndarray):
+            raise UnsupportedSpaceError("stack: a leaf stored as values (Text, rows of other "
+                                        "shapes) cannot be stacked")
+        out = np.empty((len(at), k, *arr.shape[1:]), dtype=arr.dtype)
+        for i in range(k):
+            back = at - (k - 1 - i)
+            out[:, i] = take_rows(arr, first + np.maximum(back, 0))
+            if padding == "zero":
+                out[back < 0, i] = 0
+        return out
+
+    return tree_map(leaf, observations)
 
 
 def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
