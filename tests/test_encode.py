@@ -13,7 +13,7 @@ import sample_envs  # noqa: F401
 from gym_recorder.record.buffer import StepBuffer
 from gym_recorder.read.decode import Decoder
 from gym_recorder.record.encode import BatchEncoder
-from gym_recorder.format import ALIGNMENT, FORMAT_NAME, FORMAT_VERSION
+from gym_recorder.format import ALIGNMENT, BASE_VERSION, FORMAT_NAME
 from gym_recorder.format.spaces import Layout
 from gym_recorder.read.storage import LocalStorage
 from gym_recorder.record.wrapper import env_header
@@ -63,7 +63,7 @@ def test_a_batch_round_trips_through_decode(tmp_path, env_id, steps, kwargs):
     (tmp_path / BIN).write_bytes(blob)
     doc = json.loads(encoded.json)
     assert (doc["format"], doc["version"], doc["prefix"], doc["first"]) == \
-        (FORMAT_NAME, FORMAT_VERSION, "p", 7)
+        (FORMAT_NAME, BASE_VERSION, "p", 7)
     assert doc["header"]["observation_space"] == header["observation_space"]
     dec = Decoder(LocalStorage(tmp_path), verify=True)  # (checks every CRC-32 too)
     used = np.zeros(len(blob), bool)

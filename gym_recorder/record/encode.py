@@ -18,7 +18,7 @@ from ..format import fileio
 from .batch import Batch
 from ..errors import UnsupportedValueError
 from ..format.fileio import dumps
-from ..format import ALIGNMENT, FORMAT_NAME, FORMAT_VERSION
+from ..format import ALIGNMENT, BASE_VERSION, FORMAT_NAME
 from ..format.spaces import DictNode, Layout, TupleNode
 from ..format.values import encode_value
 
@@ -307,6 +307,7 @@ class BatchEncoder:
     def __init__(self, prefix: str, batch_header: dict[str, Any], obs_layout: Layout,
                  act_layout: Layout) -> None:
         self._prefix = prefix
+        self._version = batch_header.get("version", BASE_VERSION)
         self._obs_layout = obs_layout
         self._act_layout = act_layout
         self._header_json = dumps(batch_header)
@@ -336,7 +337,7 @@ class BatchEncoder:
         index = _batch_index(sink, batch, columns)
         sink.finish()
         doc = b"".join([
-            dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self._prefix,
+            dumps({"format": FORMAT_NAME, "version": self._version, "prefix": self._prefix,
                    "first": first})[:-1],
             b',"episodes":[', ",".join(entries).encode("ascii"), b"],",
             b"" if index is None else b'"index":' + dumps(index) + b",", b'"header":',

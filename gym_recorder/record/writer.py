@@ -27,7 +27,7 @@ from .batchqueue import BatchQueue
 from .batch import Batch
 from .encode import BatchEncoder
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
-from ..format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
+from ..format import (BASE_VERSION, FORMAT_NAME, LEGACY_PREFIX, batch_stem, check_prefix,
                      manifest_name)
 from ..format.spaces import Layout
 
@@ -116,7 +116,7 @@ class BatchWriter:
         self._fsync = fsync
         self._on_batch_written = on_batch_written
         self._manifest = {
-            "format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
+            "format": FORMAT_NAME, "version": BASE_VERSION, "prefix": self.prefix,
             "created": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%S.%fZ"),
             "writer": {"library": "gym_recorder", "library_version": __version__,

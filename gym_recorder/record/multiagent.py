@@ -1,0 +1,385 @@
+"""Recording PettingZoo environments: the only place that knows PettingZoo's protocols.
+
+Both wrappers turn what the env returns into rows of the joint spaces of
+:func:`gym_recorder.format.agents.joint_spaces` and hand them to the single-agent machinery
+(:class:`~gym_recorder.record.buffer.StepBuffer`, :class:`~gym_recorder.record.session.RecordingSession`):
+batching, commits, crash safety and the writer are the same as for :class:`RecordingWrapper`.
+The layout is specified under "Multi-agent recordings" in :mod:`gym_recorder.format`.
+
+PettingZoo is an optional dependency: ``pip install gym_recorder[pettingzoo]``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from ..errors import RecordingClosedError, ResetNeeded, UnsupportedValueError, WriteError
+from ..format.agents import (ACT_KEY, GIVEN_KEY, MULTIAGENT_VERSION, OBS_KEY, SELECTION_KEY,
+                             joint_spaces)
+from ..format.spaces import Layout, describe_space
+from .buffer import StepBuffer
+from .session import RecordingSession, check_options
+from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
+
+try:
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+    from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError("recording PettingZoo environments needs pettingzoo: "
+                      "pip install 'gym_recorder[pettingzoo]'") from e
+
+__all__ = ["RecordingParallelWrapper", "RecordingAECWrapper"]
+
+_monotonic = time.monotonic
+
+
+def _filler(space: gym.Space[Any]) -> Any:
+    """The value stored in an agent's slot of a row where it has none (zeros; None for spaces
+    whose leaves are stored as values)."""
+    if isinstance(space, gym.spaces.Box):
+        return np.zeros(space.shape, space.dtype)
+    if isinstance(space, gym.spaces.Discrete):
+        return space.dtype.type(space.start)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return np.array(space.start, dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return np.zeros(space.shape, np.int8)
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _filler(s) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_filler(s) for s in space.spaces)
+    return None
+
+
+def _env_description(env: Any, entry_point: str | None,
+                     kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    base = env.unwrapped
+    metadata = getattr(env, "metadata", None) or {}
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return {"name": name if isinstance(name, str) else None,
+            "module": type(base).__module__, "class": type(base).__qualname__,
+            "entry_point": entry_point, "kwargs": kwargs}
+
+
+class _Recorder:
+    """Rows of the joint spaces from PettingZoo's dicts, into a buffer and a session."""
+
+    def __init__(self, owner: Any, api: str, env: Any, directory: str | os.PathLike[str],
+                 file_prefix: str | None, target_batch_bytes: int, record_infos: bool,
+                 flush_interval: float | None, fsync: bool, entry_point: str | None,
+                 env_kwargs: dict[str, Any] | None) -> None:
+        agents = list(env.possible_agents)
+        if not agents or not all(isinstance(a, str) for a in agents) \
+                or len(set(agents)) != len(agents):
+            raise UnsupportedValueError(f"possible_agents must be distinct strings, got {agents!r}")
+        self.api = api
+        self.agents = agents
+        self.index = {a: i for i, a in enumerate(agents)}
+        self.k = len(agents)
+        obs_spaces = [env.observation_space(a) for a in agents]
+        act_spaces = [env.action_space(a) for a in agents]
+        obs_space, act_space = joint_spaces(api, agents, obs_spaces, act_spaces)
+        header = {"version": MULTIAGENT_VERSION, "env_id": None, "env_spec": None,
+                  "observation_space": describe_space(obs_space),
+                  "action_space": describe_space(act_space), "vector": None,
+                  "multiagent": {"api": api, "agents": agents,
+                                 "env": _env_description(env, entry_point, env_kwargs)}}
+        obs_layout, act_layout = Layout(header["observation_space"]), Layout(header["action_space"])
+        self.buffer = StepBuffer(obs_layout, act_layout, target_batch_bytes,
+                                 record_infos=record_infos)
+        self.session = RecordingSession(owner, self.buffer, self.buffer.end_episode, directory,
+                                        header, obs_layout, act_layout, file_prefix=file_prefix,
+                                        flush_interval=flush_interval, fsync=fsync)
+        self.obs_fill = {a: _filler(s) for a, s in zip(agents, obs_spaces)}
+        self.act_fill = {a: _filler(s) for a, s in zip(agents, act_spaces)}
+        self.last_trunc = np.zeros(self.k, bool)  # each agent's last truncation this episode
+        self.started = False
+        self.pending: WriteError | None = None
+
+    # -- rows -------------------------------------------------------------------------------
+
+    def _vector(self, values: Mapping[Any, Any], dtype: type, extra: dict[str, Any],
+                what: str) -> np.ndarray:
+        out: np.ndarray = np.zeros(self.k, dtype)
+        index = self.index
+        for a, v in values.items():
+            i = index.get(a)
+            if i is None:
+                extra.setdefault(what, {})[a] = v
+            else:
+                out[i] = v
+        return out
+
+    def _mask(self, names: Iterable[Any]) -> np.ndarray:
+        out = np.zeros(self.k, bool)
+        index = self.index
+        for a in names:
+            i = index.get(a)
+            if i is not None:
+                out[i] = True
+        return out
+
+    def row(self, obs: Mapping[Any, Any], rewards: Mapping[Any, Any],
+            terms: Mapping[Any, Any], truncs: Mapping[Any, Any], live: Iterable[Any],
+            extra: dict[str, Any]) -> dict[str, Any]:
+        """One observation row: per-agent slots filled for the agents the dicts name."""
+        agent_obs = dict(self.obs_fill)
+        observed = np.zeros(self.k, bool)
+        index = self.index
+        for a, o in obs.items():
+            i = index.get(a)
+            if i is None:
+                extra.setdefault("observations", {})[a] = o
+            elif o is not None:
+                agent_obs[a] = o
+                observed[i] = True
+        te = self._vector(terms, np.bool_, extra, "terminations")
+        tr = self._vector(truncs, np.bool_, extra, "truncations")
+        for a in truncs:
+            i = index.get(a)
+            if i is not None:
+                self.last_trunc[i] = bool(truncs[a])
+        return {OBS_KEY: agent_obs, "observed": observed, "live": self._mask(live),
+                "rewards": self._vector(rewards, np.float64, extra, "rewards"),
+                "terminations": te, "truncations": tr}
+
+    def action_row(self, actions: Mapping[Any, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        acts = dict(self.act_fill)
+        given = np.zeros(self.k, bool)
+        index = self.index
+        for a, act in actions.items():
+            i = index.get(a)
+            if i is None:
+                extra.setdefault("actions", {})[a] = act
+            elif act is not None:
+                acts[a] = act
+                given[i] = True
+        return {ACT_KEY: acts, GIVEN_KEY: given}
+
+    @staticmethod
+    def info(infos: Any, extra: dict[str, Any]) -> dict[str, Any]:
+        """The row's info: the env's per-agent infos dict, as returned; keys of the other dicts
+        that name no agent of ``possible_agents`` are kept under ``"__extra__"``."""
+        out = dict(infos) if isinstance(infos, Mapping) else {"__infos__": infos}
+        if extra:
+            out["__extra__"] = extra
+        return out
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def check(self, what: str) -> None:
+        if self.session.closed:
+            raise RecordingClosedError(f"{what} on a closed multi-agent recorder")
+        if self.pending is not None:
+            error, self.pending = self.pending, None
+            raise error
+
+    def start(self, obs: dict[str, Any], info: dict[str, Any], seed: int | None,
+              options: Any) -> None:
+        buffer = self.buffer
+        buffer.end_episode("reset")
+        if buffer.full or self.session.due():
+            self._commit()
+        self.last_trunc[:] = False
+        buffer.start_episode(obs, info, None if seed is None else int(seed), options)
+        self.started = True
+
+    def add(self, action: dict[str, Any], obs: dict[str, Any], total: float, ended: bool,
+            info: dict[str, Any]) -> None:
+        truncated = ended and bool(self.last_trunc.any())
+        if self.buffer.add_step(action, obs, total, ended and not truncated, truncated, info) \
+                or _monotonic() >= self.session.deadline:
+            self._commit()
+
+    def _commit(self) -> None:
+        try:
+            self.session.commit()
+        except WriteError as e:  # recorded: return the step, raise at the next call
+            self.pending = e
+
+
+class _Common:
+    """flush, close and the context manager, shared by both wrappers."""
+
+    _rec: _Recorder
+    env: Any
+
+    @property
+    def directory(self) -> str:
+        """The recording directory, as given."""
+        return self._directory  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def file_prefix(self) -> str:
+        """This writer's file prefix."""
+        return self._rec.session.prefix
+
+    def flush(self) -> None:
+        """Commits every buffered step now (an open episode continues) and waits for the disk.
+
+        Raises:
+            WriteError: if a batch cannot be written; it is kept for the next flush or close.
+        """
+        self._rec.pending = None
+        self._rec.session.flush(type(self).__name__)
+
+    def close(self) -> None:
+        """Ends the open episode (``end == "close"``), writes everything, closes the env.
+
+        Raises:
+            WriteError: if something could not be written; calling close() again retries.
+        """
+        self._rec.pending = None
+        closed = self._rec.session.closed
+        self._rec.session.close()
+        if not closed:
+            self.env.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> Literal[False]:
+        self.close()
+        return False
+
+
+_DOC_ARGS = """
+    Args:
+        env: the PettingZoo environment to record.
+        directory: the recording directory (created if missing).
+        file_prefix: this writer's file prefix; None picks a unique one.
+        target_batch_bytes: aim for batch files of about this many bytes.
+        record_infos: record the per-agent info dicts.
+        flush_interval: commit buffered steps at least every this many seconds; None: no bound.
+        fsync: make every batch durable before committing it.
+        entry_point: ``"module:function"`` that makes this env (with ``env_kwargs``), kept in
+            the manifest so that ``gym-recorder replay`` can rebuild it.
+        env_kwargs: the keyword arguments of ``entry_point`` (JSON values).
+"""
+
+
+class RecordingParallelWrapper(_Common, BaseParallelWrapper):  # type: ignore[misc]
+    __doc__ = """Records every reset and step of a PettingZoo Parallel environment.
+
+    ``reset`` and ``step`` return exactly what the inner env returns. Each step is one row:
+    every agent's observation, action, reward, termination and truncation (an agent absent
+    from the step's dicts has a filler and a false mask), the live agents (``env.agents``) and
+    the infos dict. The episode ends when ``env.agents`` is empty.
+
+    Example:
+        >>> from pettingzoo.butterfly import pistonball_v6
+        >>> env = RecordingParallelWrapper(pistonball_v6.parallel_env(), tmp_dir)
+        >>> obs, infos = env.reset(seed=0)
+""" + _DOC_ARGS
+
+    def __init__(self, env: ParallelEnv, directory: str | os.PathLike[str], *,
+                 file_prefix: str | None = None,
+                 target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
+                 record_infos: bool = True,
+                 flush_interval: float | None = DEFAULT_FLUSH_INTERVAL, fsync: bool = False,
+                 entry_point: str | None = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
+        check_options(directory, target_batch_bytes, flush_interval)
+        super().__init__(env)
+        self._directory = os.fspath(directory)
+        self._rec = _Recorder(self, "parallel", env, directory, file_prefix, target_batch_bytes,
+                              record_infos, flush_interval, fsync, entry_point, env_kwargs)
+
+    def reset(self, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        """Resets the env and starts a recorded episode (an open one ends as ``"reset"``)."""
+        rec = self._rec
+        rec.check("reset()")
+        obs, infos = self.env.reset(seed=seed, options=options)
+        extra: dict[str, Any] = {}
+        row = rec.row(obs, {}, {}, {}, self.env.agents, extra)
+        rec.start(row, rec.info(infos, extra), seed, options)
+        return obs, infos
+
+    def step(self, actions: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any],
+                                                     dict[Any, Any], dict[Any, Any],
+                                                     dict[Any, Any]]:
+        """Steps the env and records the row."""
+        rec = self._rec
+        rec.check("step()")
+        if not rec.started:
+            raise ResetNeeded("call reset() before step() on a RecordingParallelWrapper")
+        result = self.env.step(actions)
+        obs, rewards, terms, truncs, infos = result
+        extra: dict[str, Any] = {}
+        act = rec.action_row(actions, extra)
+        row = rec.row(obs, rewards, terms, truncs, self.env.agents, extra)
+        rec.add(act, row, float(row["rewards"].sum()), not self.env.agents,
+                rec.info(infos, extra))
+        return result  # type: ignore[no-any-return]
+
+
+class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
+    __doc__ = """Records every reset and turn of a PettingZoo AEC environment.
+
+    ``reset``, ``step``, ``last`` and ``observe`` return exactly what the inner env returns.
+    Row 0 is the state after the reset; each turn adds a row: the acting agent's action (None,
+    for a finished agent's turn, is recorded as not given), then the state after it: which
+    agent acts next and what ``last()`` gives it (its observation, cumulative reward,
+    termination, truncation), every agent's step reward (``env.rewards``), cumulative reward,
+    terminations, truncations, the live agents and the infos dict. The episode ends when
+    ``env.agents`` is empty.
+
+    Example:
+        >>> from pettingzoo.classic import tictactoe_v3
+        >>> env = RecordingAECWrapper(tictactoe_v3.env(), tmp_dir)
+        >>> env.reset(seed=0)
+""" + _DOC_ARGS
+
+    def __init__(self, env: AECEnv, directory: str | os.PathLike[str], *,
+                 file_prefix: str | None = None,
+                 target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
+                 record_infos: bool = True,
+                 flush_interval: float | None = DEFAULT_FLUSH_INTERVAL, fsync: bool = False,
+                 entry_point: str | None = None,
+                 env_kwargs: dict[str, Any] | None = None) -> None:
+        check_options(directory, target_batch_bytes, flush_interval)
+        super().__init__(env)
+        self._directory = os.fspath(directory)
+        self._rec = _Recorder(self, "aec", env, directory, file_prefix, target_batch_bytes,
+                              record_infos, flush_interval, fsync, entry_point, env_kwargs)
+
+    def _row(self, extra: dict[str, Any]) -> dict[str, Any]:
+        env = self.env
+        agents = env.agents
+        selected = env.agent_selection if agents else None
+        obs = {} if selected is None else {selected: env.observe(selected)}
+        row = self._rec.row(obs, env.rewards, env.terminations, env.truncations, agents, extra)
+        row["cumulative_rewards"] = self._rec._vector(env._cumulative_rewards, np.float64,
+                                                      extra, "cumulative_rewards")
+        row[SELECTION_KEY] = np.int64(self._rec.index.get(selected, -1))
+        return row
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Resets the env and starts a recorded episode (an open one ends as ``"reset"``)."""
+        rec = self._rec
+        rec.check("reset()")
+        self.env.reset(seed=seed, options=options)
+        extra: dict[str, Any] = {}
+        row = self._row(extra)
+        rec.start(row, rec.info(self.env.infos, extra), seed, options)
+
+    def step(self, action: Any) -> None:
+        """Steps the env for ``agent_selection`` and records the turn."""
+        rec = self._rec
+        rec.check("step()")
+        if not rec.started:
+            raise ResetNeeded("call reset() before step() on a RecordingAECWrapper")
+        agent = self.env.agent_selection
+        self.env.step(action)
+        extra: dict[str, Any] = {}
+        act = rec.action_row({agent: action}, extra)
+        row = self._row(extra)
+        rec.add(act, row, float(row["rewards"].sum()), not self.env.agents,
+                rec.info(self.env.infos, extra))

@@ -1,0 +1,256 @@
+"""Recording PettingZoo envs (AEC and Parallel): every agent's arrays as the env returned them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+from pettingzoo.butterfly import knights_archers_zombies_v11 as kaz  # noqa: E402
+from pettingzoo.classic import connect_four_v3, tictactoe_v3  # noqa: E402
+from pettingzoo.sisl import pursuit_v5  # noqa: E402
+from pettingzoo.utils.conversions import aec_to_parallel, parallel_to_aec  # noqa: E402
+
+from gym_recorder import RecordingReader  # noqa: E402
+from gym_recorder.errors import FormatError, ResetNeeded  # noqa: E402
+from gym_recorder.format.agents import MULTIAGENT_VERSION  # noqa: E402
+from gym_recorder.record.multiagent import (RecordingAECWrapper,  # noqa: E402
+                                            RecordingParallelWrapper)
+
+
+def _copy(x):
+    if isinstance(x, dict):
+        return {k: _copy(v) for k, v in x.items()}
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+
+def play_aec(env, seed, episodes=1):
+    """Plays random legal moves; returns, per episode, per agent, what last() gave before each
+    of its turns and the action it took."""
+    games = []
+    for e in range(episodes):
+        env.reset(seed=seed + e)
+        rng = np.random.default_rng(seed + e)
+        seen = {a: [] for a in env.possible_agents}
+        for agent in env.agent_iter():
+            obs, reward, term, trunc, info = env.last()
+            if term or trunc:
+                action = None
+            else:
+                mask = obs["action_mask"] if isinstance(obs, dict) else None
+                action = (int(rng.choice(np.flatnonzero(mask))) if mask is not None
+                          else env.action_space(agent).sample())
+            seen[agent].append((_copy(obs), reward, term, trunc, _copy(info), action))
+            env.step(action)
+        games.append(seen)
+    return games
+
+
+def check_aec(directory, games):
+    with RecordingReader(directory) as reader:
+        assert len(reader) == len(games)
+        for ep, seen in zip(reader, games):
+            assert ep.multiagent.api == "aec" and ep.end == "terminated"
+            turns = sum(len(v) for v in seen.values())
+            assert len(ep) == turns
+            for name, rows in seen.items():
+                view = ep.agents[name]
+                assert len(view) == len(rows)
+                for i, (obs, reward, term, trunc, info, action) in enumerate(rows):
+                    got = {k: v[i] for k, v in view.observations.items()} \
+                        if isinstance(view.observations, dict) else view.observations[i]
+                    if isinstance(obs, dict):
+                        for key in obs:
+                            np.testing.assert_array_equal(got[key], obs[key])
+                            assert got[key].dtype == np.asarray(obs[key]).dtype
+                    else:
+                        np.testing.assert_array_equal(got, obs)
+                    assert view.rewards[i] == reward
+                    assert view.terminations[i] == term and view.truncations[i] == trunc
+                    assert view.infos[i] == info
+                    assert view.acted[i] == (action is not None)
+                    if action is not None:
+                        assert view.actions[i] == action
+            # The turn order, as the env gave it.
+            order = ep.observations["agent_selection"]
+            assert order[-1] == -1 and (order[:-1] >= 0).all()
+
+
+@pytest.mark.parametrize("make", [tictactoe_v3.env, connect_four_v3.env])
+def test_aec_classic_games_every_agent_as_last_gave_it(tmp_path, make):
+    env = RecordingAECWrapper(make(), tmp_path)
+    games = play_aec(env, seed=3, episodes=3)
+    env.close()
+    check_aec(tmp_path, games)
+    man = json.loads(next(tmp_path.glob("*.manifest.json")).read_text())
+    assert man["version"] == MULTIAGENT_VERSION
+    assert man["multiagent"]["api"] == "aec"
+    assert man["multiagent"]["agents"] == list(make().possible_agents)
+
+
+def test_aec_final_reward_is_in_the_dead_turn(tmp_path):
+    """A finished agent's final reward shows only in its None turn's last(): recorded there."""
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path)
+    games = play_aec(env, seed=0, episodes=6)
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        for ep, seen in zip(reader, games):
+            for name, rows in seen.items():
+                view = ep.agents[name]
+                assert not view.acted[-1] and view.terminations[-1]
+                assert view.rewards[-1] == rows[-1][1]
+                assert ep.actions["given"][view.rows[-1], ep.multiagent.agents.index(name)] \
+                    == False  # noqa: E712
+    assert any(g[n][-1][1] != 0 for g in games for n in g)  # some game was won
+
+
+def play_parallel(env, seed, episodes=1):
+    runs = []
+    for e in range(episodes):
+        obs, infos = env.reset(seed=seed + e)
+        for a in env.possible_agents:
+            env.action_space(a).seed(seed + e)
+        steps = [(None, _copy(obs), {}, {}, {}, _copy(infos), list(env.agents))]
+        while env.agents:
+            actions = {a: env.action_space(a).sample() for a in env.agents}
+            result = env.step(actions)
+            steps.append((actions, *(_copy(r) for r in result), list(env.agents)))
+        runs.append(steps)
+    return runs
+
+
+def check_parallel(directory, runs):
+    with RecordingReader(directory) as reader:
+        assert len(reader) == len(runs)
+        for ep, steps in zip(reader, runs):
+            assert ep.multiagent.api == "parallel"
+            assert len(ep) == len(steps) - 1
+            agents = ep.multiagent.agents
+            for t, (actions, obs, rew, term, trunc, infos, live) in enumerate(steps):
+                assert ep.infos[t] == infos
+                assert [a for k, a in enumerate(agents) if ep.observations["live"][t, k]] == live
+                for k, a in enumerate(agents):
+                    assert ep.observations["observed"][t, k] == (a in obs)
+                    if a in obs:
+                        got = ep.observations["observations"][a][t]
+                        np.testing.assert_array_equal(got, obs[a])
+                        assert got.dtype == obs[a].dtype
+                    assert ep.observations["rewards"][t, k] == rew.get(a, 0.0)
+                    assert ep.observations["terminations"][t, k] == term.get(a, False)
+                    assert ep.observations["truncations"][t, k] == trunc.get(a, False)
+                    if actions is not None:
+                        assert ep.actions["given"][t - 1, k] == (a in actions)
+                        if a in actions:
+                            assert ep.actions["actions"][a][t - 1] == actions[a]
+            # Per agent: its rows are the steps that returned its observation.
+            for a in agents:
+                view = ep.agents[a]
+                expect = [t for t, s in enumerate(steps) if a in s[1]]
+                assert view.rows.tolist() == expect
+                assert view.total_reward == pytest.approx(sum(s[2].get(a, 0.0) for s in steps))
+                assert view.acted.tolist() == [t + 1 < len(steps) and a in steps[t + 1][0]
+                                               for t in expect]
+
+
+def test_parallel_agents_die_mid_episode(tmp_path):
+    env = RecordingParallelWrapper(kaz.parallel_env(max_cycles=200, spawn_delay=3), tmp_path)
+    runs = play_parallel(env, seed=4)
+    env.close()
+    check_parallel(tmp_path, runs)
+    with RecordingReader(tmp_path) as reader:
+        ep = reader[0]
+        lengths = {a: len(v) for a, v in ep.agents.items()}
+        assert len(set(lengths.values())) > 1, lengths  # agents left at different steps
+        assert ep.end == "terminated"
+
+
+def test_parallel_pursuit_truncates(tmp_path):
+    env = RecordingParallelWrapper(pursuit_v5.parallel_env(max_cycles=30), tmp_path)
+    runs = play_parallel(env, seed=1, episodes=2)
+    env.close()
+    check_parallel(tmp_path, runs)
+    with RecordingReader(tmp_path) as reader:
+        assert [ep.end for ep in reader] == ["truncated", "truncated"]
+
+
+def test_conversions_parallel_to_aec_and_back(tmp_path):
+    aec = RecordingAECWrapper(parallel_to_aec(pursuit_v5.parallel_env(max_cycles=8)),
+                              tmp_path / "aec")
+    games = play_aec(aec, seed=2)
+    aec.close()
+    with RecordingReader(tmp_path / "aec") as reader:
+        ep = reader[0]
+        assert ep.end == "truncated"
+        for name, rows in games[0].items():
+            view = ep.agents[name]
+            assert len(view) == len(rows)
+            for i, row in enumerate(rows):
+                np.testing.assert_array_equal(view.observations[i], row[0])
+                assert view.rewards[i] == row[1]
+    par = RecordingParallelWrapper(aec_to_parallel(pursuit_v5.env(max_cycles=12)),
+                                   tmp_path / "par")
+    runs = play_parallel(par, seed=5)
+    par.close()
+    check_parallel(tmp_path / "par", runs)
+
+
+def test_pettingzoo_api_tests_pass_on_the_wrapped_envs(tmp_path):
+    from pettingzoo.test import api_test, parallel_api_test
+
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "a")
+    api_test(env, num_cycles=50)
+    env.close()
+    par = RecordingParallelWrapper(pursuit_v5.parallel_env(max_cycles=20), tmp_path / "p")
+    parallel_api_test(par, num_cycles=30)
+    par.close()
+    with RecordingReader(tmp_path / "a") as reader:
+        assert len(reader) >= 1
+
+
+def test_single_agent_recordings_stay_version_1_and_misuse_is_named(tmp_path):
+    import gymnasium as gym
+
+    from gym_recorder import RecordingWrapper
+
+    with RecordingWrapper(gym.make("CartPole-v1"), tmp_path / "s") as env:
+        env.reset(seed=0)
+        env.step(0)
+    man = json.loads(next((tmp_path / "s").glob("*.manifest.json")).read_text())
+    assert man["version"] == 1 and "multiagent" not in man
+    with RecordingReader(tmp_path / "s") as reader:
+        with pytest.raises(AttributeError, match="single-agent"):
+            reader[0].agents
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "m")
+    with pytest.raises(ResetNeeded):
+        env.step(0)
+    env.reset(seed=0)
+    env.close()
+    with RecordingReader(tmp_path / "m") as reader:
+        with pytest.raises(KeyError, match="player_1"):
+            reader[0].agents["nobody"]
+        assert reader[0].end == "close"
+
+
+def test_a_multiagent_manifest_that_lies_is_refused(tmp_path):
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path)
+    play_aec(env, seed=0)
+    env.close()
+    path = next(tmp_path.glob("*.manifest.json"))
+    good = json.loads(path.read_text())
+    for change, match in [
+            (lambda m: m.__setitem__("version", 1), "needs version 2"),
+            (lambda m: m.pop("multiagent"), "must have a 'multiagent'"),
+            (lambda m: m["multiagent"].__setitem__("api", "turns"), "api must be one of"),
+            (lambda m: m["multiagent"].__setitem__("agents", ["a", "a"]), "distinct strings"),
+            (lambda m: m["multiagent"].__setitem__("agents", ["x", "y"]), "not the agents"),
+            (lambda m: m["multiagent"].__setitem__("agents", ["player_1"]), "shape \\[1\\]")]:
+        doc = json.loads(json.dumps(good))
+        change(doc)
+        path.write_text(json.dumps(doc))
+        with pytest.raises(FormatError, match=match):
+            RecordingReader(tmp_path)
