@@ -254,3 +254,63 @@ def test_a_multiagent_manifest_that_lies_is_refused(tmp_path):
         path.write_text(json.dumps(doc))
         with pytest.raises(FormatError, match=match):
             RecordingReader(tmp_path)
+
+
+def test_transitions_of_one_agent_and_of_all(tmp_path):
+    from gym_recorder.errors import UnsupportedSpaceError
+    from gym_recorder.training.transitions import transitions
+
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "t")
+    games = play_aec(env, seed=7, episodes=4)
+    env.close()
+    with RecordingReader(tmp_path / "t") as reader:
+        t = transitions(reader, agent="player_2")
+        # Expected: from each turn where player_2 acted to its next turn.
+        obs, nxt, act, rew, term = [], [], [], [], []
+        for seen in games:
+            rows = seen["player_2"]
+            for a, b in zip(rows, rows[1:]):
+                if a[5] is not None:
+                    obs.append(a[0]["observation"])
+                    nxt.append(b[0]["observation"])
+                    act.append(a[5])
+                    rew.append(b[1])
+                    term.append(b[2])
+        np.testing.assert_array_equal(t.obs["observation"], np.array(obs))
+        np.testing.assert_array_equal(t.next_obs["observation"], np.array(nxt))
+        np.testing.assert_array_equal(t.action, np.array(act))
+        np.testing.assert_array_equal(t.reward, np.array(rew))
+        np.testing.assert_array_equal(t.terminated, np.array(term))
+        assert (t.agent == 1).all() and t.terminated.sum() == len(games)
+        both = transitions(reader)
+        assert sorted(set(both.agent.tolist())) == [0, 1]
+        assert len(both) == len(t) + len(transitions(reader, agent="player_1"))
+        batch = both.sample(5, np.random.default_rng(0))
+        assert batch["agent"].shape == (5,)
+        with pytest.raises(KeyError, match="player_1"):
+            transitions(reader, agent="player_3")
+    env = RecordingParallelWrapper(kaz.parallel_env(max_cycles=200, spawn_delay=3),
+                                   tmp_path / "k")
+    runs = play_parallel(env, seed=4)
+    env.close()
+    with RecordingReader(tmp_path / "k") as reader:
+        t = transitions(reader, agent="knight_0")
+        steps = runs[0]
+        expect = [t_ for t_ in range(len(steps) - 1) if "knight_0" in steps[t_ + 1][0]]
+        assert t.step.tolist() == expect
+        np.testing.assert_array_equal(
+            t.next_obs, np.array([steps[s + 1][1]["knight_0"] for s in expect]))
+        np.testing.assert_array_equal(
+            t.reward, np.array([steps[s + 1][2]["knight_0"] for s in expect]))
+        assert t.terminated[-1] and not t.terminated[:-1].any()
+        assert len(transitions(reader)) > len(t)  # (all four agents have the same spaces)
+    import gymnasium as gym
+
+    from gym_recorder import RecordingWrapper
+
+    with RecordingWrapper(gym.make("CartPole-v1"), tmp_path / "s") as single:
+        single.reset(seed=0)
+        single.step(0)
+    with RecordingReader(tmp_path / "s") as reader:
+        with pytest.raises(UnsupportedSpaceError, match="single-agent"):
+            transitions(reader, agent="a")

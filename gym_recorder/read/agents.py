@@ -22,7 +22,7 @@ import numpy as np
 
 from ..format.agents import ACT_KEY, GIVEN_KEY, OBS_KEY, SELECTION_KEY, MultiAgent
 
-__all__ = ["AgentEpisode", "Agents", "agent_episodes", "take_rows"]
+__all__ = ["AgentEpisode", "Agents", "agent_episodes", "agent_rows", "take_rows"]
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,8 @@ def _action_rows(tree: Any, rows: np.ndarray, steps: int) -> Any:
     return [tree[i] if i < steps else None for i in rows]
 
 
-def agent_rows(episode: Any, ma: MultiAgent, k: int) -> np.ndarray:
-    """The episode's rows that belong to agent number ``k``."""
-    obs = episode.observations
+def agent_rows(obs: dict[str, Any], ma: MultiAgent, k: int) -> np.ndarray:
+    """The rows of an episode's joint observations ``obs`` that belong to agent number ``k``."""
     if ma.api == "aec":
         return np.flatnonzero(obs[SELECTION_KEY] == k)
     return np.flatnonzero(obs["observed"][:, k])
@@ -112,7 +111,7 @@ def agent_episodes(episode: Any) -> Agents:
     given = act[GIVEN_KEY]
     out = Agents()
     for k, name in enumerate(ma.agents):
-        rows = agent_rows(episode, ma, k)
+        rows = agent_rows(obs, ma, k)
         acted = np.zeros(len(rows), bool)
         inside = rows < steps
         acted[inside] = given[rows[inside], k]
