@@ -314,3 +314,39 @@ def test_transitions_of_one_agent_and_of_all(tmp_path):
     with RecordingReader(tmp_path / "s") as reader:
         with pytest.raises(UnsupportedSpaceError, match="single-agent"):
             transitions(reader, agent="a")
+
+
+@pytest.mark.parametrize("api, entry, kwargs, override", [
+    ("aec", "pettingzoo.classic.connect_four_v3:env", {}, None),
+    ("parallel", "pettingzoo.butterfly.knights_archers_zombies_v11:parallel_env",
+     {"max_cycles": 200, "spawn_delay": 3}, {"spawn_delay": 4}),
+    ("parallel", "pettingzoo.sisl.pursuit_v5:parallel_env", {"max_cycles": 25},
+     {"n_evaders": 10})])
+def test_replay_compares_every_agent_exactly(tmp_path, api, entry, kwargs, override):
+    from gym_recorder.replay.multiagent import make_multiagent_env
+    from gym_recorder.replay.run import replay_recording
+
+    env = make_multiagent_env(entry, kwargs)
+    wrapper = RecordingAECWrapper if api == "aec" else RecordingParallelWrapper
+    env = wrapper(env, tmp_path, entry_point=entry, env_kwargs=kwargs)
+    if api == "aec":
+        play_aec(env, seed=11, episodes=2)
+    else:
+        play_parallel(env, seed=4, episodes=2)
+    env.close()
+    checks = list(replay_recording(tmp_path))
+    assert [c.status for c in checks] == ["match", "match"], [c.message for c in checks]
+    if override is not None:  # another env: found, with the row and agent that differ
+        checks = list(replay_recording(tmp_path, env_kwargs=override))
+        assert checks[0].status == "mismatch" and checks[0].step is not None
+        assert "'" in checks[0].message  # names the agent
+
+
+def test_replay_without_an_entry_point_is_skipped_with_the_reason(tmp_path):
+    from gym_recorder.replay.run import replay_recording
+
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path)
+    play_aec(env, seed=0)
+    env.close()
+    (check,) = replay_recording(tmp_path)
+    assert check.status == "skipped" and "entry point" in check.message
