@@ -350,3 +350,51 @@ def test_replay_without_an_entry_point_is_skipped_with_the_reason(tmp_path):
     env.close()
     (check,) = replay_recording(tmp_path)
     assert check.status == "skipped" and "entry point" in check.message
+
+
+def test_supersuit_wrappers_black_death_and_frame_stack(tmp_path):
+    supersuit = pytest.importorskip("supersuit")
+    env = supersuit.frame_stack_v1(supersuit.black_death_v3(
+        kaz.parallel_env(max_cycles=200, spawn_delay=3)), 3)
+    env = RecordingParallelWrapper(env, tmp_path)
+    runs = play_parallel(env, seed=4)
+    env.close()
+    check_parallel(tmp_path, runs)
+    with RecordingReader(tmp_path) as reader:
+        ep = reader[0]
+        # black_death keeps dead agents in every step, with zero observations
+        assert all(len(v) == len(ep) + 1 for v in ep.agents.values())
+        assert ep.agents["knight_0"].observations.shape[1:] == (27, 5, 3)
+
+
+def test_cli_records_replays_and_summarises_pettingzoo_envs(tmp_path, capsys):
+    from gym_recorder import cli
+
+    d = tmp_path / "ttt"
+    assert cli.main(["record", "pettingzoo.classic.tictactoe_v3:env", "-d", str(d),
+                     "--episodes", "4", "--seed", "3", "-q"]) == 0
+    with RecordingReader(d) as reader:
+        assert len(reader) == 4 and reader[0].seed == 3
+        for ep in reader:  # the random policy keeps to the action masks: no illegal move
+            for name, view in ep.agents.items():
+                acted = view.acted
+                masks = view.observations["action_mask"][acted]
+                moves = view.actions[acted]
+                assert masks[np.arange(len(moves)), moves].all()
+    assert cli.main(["replay", str(d)]) == 0
+    assert "4 episodes replayed: 4 match" in capsys.readouterr().out
+    assert cli.main(["info", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "agents             2 (aec)" in out and "player_1" in out
+    assert cli.main(["info", str(d), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    returns = doc["multiagent"]["returns"]
+    assert set(returns) == {"player_1", "player_2"}
+    with RecordingReader(d) as reader:
+        totals = [ep.agents["player_1"].total_reward for ep in reader]
+    assert returns["player_1"]["mean"] == pytest.approx(np.mean(totals))
+    p = tmp_path / "kaz"
+    assert cli.main(["record", "pettingzoo.butterfly.knights_archers_zombies_v11:parallel_env",
+                     "-d", str(p), "--steps", "30", "--seed", "0", "-q", "--env-kwargs",
+                     '{"max_cycles": 20}']) == 0
+    assert cli.main(["replay", str(p), "-q"]) == 0

@@ -146,9 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record CartPole-v1 -d rec --policy mypolicies:balance",
                 "gym-recorder record CartPole-v1 -d rec --env-kwargs "
                 "'{\"render_mode\": \"rgb_array\"}'",
-                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100"))
+                "gym-recorder record CartPole-v1 -d rec --num-envs 4 --episodes 100",
+                "gym-recorder record pettingzoo.classic.tictactoe_v3:env -d rec  # PettingZoo"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
-                                  "'module:EnvId' imports module first)")
+                                  "'module:EnvId' imports module first), or a PettingZoo env's "
+                                  "'module:function' (AEC or Parallel; --policy then gets "
+                                  "(observation, agent))")
     p.add_argument("--directory", "-d", required=True, metavar="DIR",
                    help="the recording directory (created if missing)")
     stop = p.add_mutually_exclusive_group()

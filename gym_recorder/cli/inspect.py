@@ -61,6 +61,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"bytes on disk      {s['bytes']:,} ({s['bytes'] / MB:.2f} MB)",
         f"writers            {len(s['writers'])}",
     ]
+    if s.get("multiagent"):
+        ma = s["multiagent"]
+        lines[4:4] = [f"agents             {len(ma['agents'])} ({ma['api']}), return mean / min / "
+                      "max:"] + [
+            f"    {name:<14} {number(r['mean'])} / {number(r['min'])} / {number(r['max'])}"
+            for name, r in ma["returns"].items()]
     if len(s.get("envs", ())) > 1:
         lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
     for k, w in enumerate(s["writers"]):

@@ -136,6 +136,7 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         env_id = reader.env_id
         spaces = [_writer_spaces(w) for w in writers]
         first = next((w["manifest"] for w in writers if not w["legacy"]), None) or {}
+        agents = _agent_returns(reader)
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
                     "vector": w["manifest"].get("vector") if not w["legacy"] else None}
@@ -163,7 +164,27 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "writers": writer_rows,
         "envs": envs,
         "episode_table": rows,
+        "multiagent": agents,
     }
+
+
+def _agent_returns(reader: RecordingReader) -> dict[str, Any] | None:
+    """For a multi-agent recording (its first writer): the api, the agents and each agent's
+    return (the sum of its step rewards) over the episodes: mean, min, max. Reads every episode."""
+    first = next((m for m in reader._manifests if not m.legacy), None)
+    ma = None if first is None else first.multiagent
+    if ma is None:
+        return None
+    sums: list[np.ndarray] = []
+    for ep in reader:
+        if ep.multiagent is not None and ep.multiagent.agents == ma.agents:
+            sums.append(ep.observations["rewards"][1:].sum(axis=0))
+    table = np.array(sums, dtype=float).reshape(len(sums), len(ma.agents))
+    returns = {name: {"mean": _finite(float(table[:, k].mean())) if len(sums) else None,
+                      "min": _finite(float(table[:, k].min())) if len(sums) else None,
+                      "max": _finite(float(table[:, k].max())) if len(sums) else None}
+               for k, name in enumerate(ma.agents)}
+    return {"api": ma.api, "agents": list(ma.agents), "returns": returns}
 
 
 # -- npz -----------------------------------------------------------------------------------------
