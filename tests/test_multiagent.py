@@ -398,3 +398,39 @@ def test_cli_records_replays_and_summarises_pettingzoo_envs(tmp_path, capsys):
                      "-d", str(p), "--steps", "30", "--seed", "0", "-q", "--env-kwargs",
                      '{"max_cycles": 20}']) == 0
     assert cli.main(["replay", str(p), "-q"]) == 0
+
+
+def test_parquet_export_has_an_agent_column_and_the_agents_spaces(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    from gym_recorder.integrations.parquet import export_parquet
+    from gym_recorder.training.transitions import transitions
+
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "t")
+    play_aec(env, seed=1, episodes=3)
+    env.close()
+    result = export_parquet(tmp_path / "t", tmp_path / "out")
+    table = pq.read_table(tmp_path / "out" / "data")
+    with RecordingReader(tmp_path / "t") as reader:
+        t = transitions(reader)
+    assert result["steps"] == table.num_rows == len(t)
+    np.testing.assert_array_equal(table.column("agent").to_numpy(), t.agent)
+    np.testing.assert_array_equal(table.column("reward").to_numpy(), t.reward)
+    np.testing.assert_array_equal(
+        np.stack(table.column("obs.action_mask").to_numpy(zero_copy_only=False)),
+        t.obs["action_mask"])
+    meta = json.loads((tmp_path / "out" / "gym_recorder.json").read_text())
+    assert meta["multiagent"] == {"api": "aec", "agents": ["player_1", "player_2"]}
+    assert meta["action_space"]["type"] == "Discrete" and meta["action_space"]["n"] == 9
+
+
+def test_minari_export_refuses_a_multiagent_recording_by_name(tmp_path, monkeypatch):
+    pytest.importorskip("minari")
+    from gym_recorder.integrations.minari_io import export_minari
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "t")
+    play_aec(env, seed=1)
+    env.close()
+    with pytest.raises(FormatError, match="Minari export does not support multi-agent"):
+        export_minari(tmp_path / "t", "gr/ttt-v0")
+    assert not (tmp_path / "minari").exists() or not any((tmp_path / "minari").rglob("*.json"))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ..errors import OutputExistsError, UnsupportedSpaceError
 from ..format.fileio import remove_stale_temps, temp_sibling
 from .export import _require
 from ..format import exact_in
+from ..format.agents import ACT_KEY, OBS_KEY, parse_multiagent
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
 from ..format.spaces import describe_space
@@ -68,6 +69,8 @@ def _columns(t: Transitions, forced: dict[str, np.dtype[Any]] | None = None) -> 
             cols[name] = leaf
     cols.update(reward=t.reward, terminated=t.terminated, truncated=t.truncated,
                 episode=t.episode, step=t.step)
+    if t.agent is not None:  # a multi-agent recording: every agent's transitions, stacked
+        cols["agent"] = t.agent
     for name, dtype in (forced or {}).items():
         if name in cols and isinstance(cols[name], np.ndarray) and cols[name].dtype != dtype:
             cols[name] = _exactly(name, cols[name], dtype)
@@ -236,10 +239,12 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     writer, in_file, schema = None, 0, None
     chunk: list[int] = []
     chunk_rows = 0
+    written = [0]
 
     def flush_chunk() -> None:
         nonlocal writer, in_file, schema
         t = transitions(reader, chunk)
+        written[0] += len(t)
         cols = _columns(t, forced)
         for n, v in cols.items():
             if isinstance(v, np.ndarray) and str(v.dtype) != columns[n]["dtype"] \
@@ -290,14 +295,20 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
         os.rename(part, os.path.join(data, name))
         names.append(f"data/{name}")
     manifest = source.manifest
+    obs_space, act_space = source.observation_space, source.action_space
+    ma = parse_multiagent(manifest, str(reader.directory))
+    if ma is not None:  # the rows are one agent's transitions each: its spaces (they agree)
+        obs_space = cast(Any, obs_space)[OBS_KEY][ma.agents[0]]
+        act_space = cast(Any, act_space)[ACT_KEY][ma.agents[0]]
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,
             "recorder": (manifest.get("writer") or {}).get("library_version"),
             "env_id": source.env_id, "env_spec": manifest.get("env_spec"),
-            "observation_space": describe_space(source.observation_space),
-            "action_space": describe_space(source.action_space),
-            "observation_space_str": str(source.observation_space),
-            "action_space_str": str(source.action_space),
-            "steps": int(sum(s.length for s in summaries)), "files": names, "columns": columns,
+            "observation_space": describe_space(obs_space),
+            "action_space": describe_space(act_space),
+            "observation_space_str": str(obs_space),
+            "action_space_str": str(act_space),
+            "multiagent": None if ma is None else {"api": ma.api, "agents": list(ma.agents)},
+            "steps": written[0], "files": names, "columns": columns,
             "episodes": [{"index": s.index, "length": s.length,
                           "return": s.total_reward if np.isfinite(s.total_reward) else None,
                           "end": s.end, "seed": s.seed, "sub_env": s.sub_env}

@@ -214,6 +214,7 @@ class Writer {
     this.legacy = !("format" in doc) && !("version" in doc);
     if (this.legacy && !name.startsWith(LEGACY_PREFIX)) throw new ViewerError(`${name}: no format/version and not a gym-recording manifest`);
     if (!this.legacy && doc.format !== "gym_recorder") throw new ViewerError(`${name}: format is ${JSON.stringify(doc.format)}`);
+    if (!this.legacy && (doc.version === 2 || "multiagent" in doc)) throw new ViewerError(`${name}: a multi-agent (PettingZoo) recording; the viewer shows single-agent recordings only`);
     if (!this.legacy && doc.version > 1) throw new ViewerError(`${name}: format version ${doc.version} is newer than this viewer`);
     this.prefix = name.slice(0, -MANIFEST_SUFFIX.length);
     this.created = (!this.legacy && typeof doc.created === "string") ? doc.created : "";
