@@ -434,3 +434,14 @@ def test_minari_export_refuses_a_multiagent_recording_by_name(tmp_path, monkeypa
     with pytest.raises(FormatError, match="Minari export does not support multi-agent"):
         export_minari(tmp_path / "t", "gr/ttt-v0")
     assert not (tmp_path / "minari").exists() or not any((tmp_path / "minari").rglob("*.json"))
+
+
+def test_the_datasets_refuse_a_multiagent_recording_by_name(tmp_path):
+    from gym_recorder.training.datasets import EpisodeDataset, TransitionDataset
+
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path)
+    play_aec(env, seed=1)
+    env.close()
+    for cls in (TransitionDataset, EpisodeDataset):
+        with pytest.raises(FormatError, match=f"{cls.__name__} .* does not support multi-agent"):
+            cls(tmp_path)
