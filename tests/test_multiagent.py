@@ -445,3 +445,25 @@ def test_the_datasets_refuse_a_multiagent_recording_by_name(tmp_path):
     for cls in (TransitionDataset, EpisodeDataset):
         with pytest.raises(FormatError, match=f"{cls.__name__} .* does not support multi-agent"):
             cls(tmp_path)
+
+
+def test_replay_with_a_given_env_function(tmp_path):
+    supersuit = pytest.importorskip("supersuit")
+    from gym_recorder.replay.multiagent import MultiAgentStreams
+
+    def make(ma=None):
+        return supersuit.black_death_v3(kaz.parallel_env(max_cycles=60, spawn_delay=3))
+
+    env = RecordingParallelWrapper(make(), tmp_path)
+    play_parallel(env, seed=4, episodes=2)
+    env.close()
+    streams = MultiAgentStreams(env_fn=make)
+    with RecordingReader(tmp_path) as reader:
+        checks = [streams.check(ep) for ep in reader]
+    streams.close()
+    assert [c.status for c in checks] == ["match", "match"], [c.message for c in checks]
+    other = MultiAgentStreams(env_fn=lambda ma: kaz.parallel_env(max_cycles=60, spawn_delay=3))
+    with RecordingReader(tmp_path) as reader:
+        check = other.check(reader[0])  # without black_death: another env, found
+    other.close()
+    assert check.status == "mismatch" and check.step is not None and check.message
