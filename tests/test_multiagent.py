@@ -467,3 +467,29 @@ def test_replay_with_a_given_env_function(tmp_path):
         check = other.check(reader[0])  # without black_death: another env, found
     other.close()
     assert check.status == "mismatch" and check.step is not None and check.message
+
+
+def test_a_hostile_agent_selection_is_refused_by_name(tmp_path):
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path)
+    play_aec(env, seed=1)
+    env.close()
+    man = json.loads(next(tmp_path.glob("*.manifest.json")).read_text())
+    batch = json.loads((tmp_path / man["batches"][0]["fn"]).read_text())
+    ref = batch["episodes"][0]["observations"]["agent_selection"]
+    with open(tmp_path / ref["npyfile"], "r+b") as f:  # (the CRC-32 is checked with verify)
+        f.seek(ref["npyoff"])
+        f.write(np.int64(7).tobytes())
+    with RecordingReader(tmp_path) as reader:
+        ep = reader[0]
+        with pytest.raises(FormatError, match=r"agent_selection outside \[-1, 2\)"):
+            ep.agents
+    from gym_recorder.replay.multiagent import MultiAgentStreams
+    from gym_recorder.training.transitions import transitions
+
+    with RecordingReader(tmp_path) as reader:
+        with pytest.raises(FormatError, match="agent_selection outside"):
+            transitions(reader, agent="player_1")
+        streams = MultiAgentStreams(env_fn=lambda ma: tictactoe_v3.env())
+        with pytest.raises(FormatError, match="agent_selection outside"):
+            streams.check(reader[0])
+        streams.close()

@@ -20,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..format.agents import ACT_KEY, GIVEN_KEY, OBS_KEY, SELECTION_KEY, MultiAgent
+from ..errors import FormatError
+from ..format.agents import (ACT_KEY, AEC_VECTORS, AGENT_VECTORS, GIVEN_KEY, OBS_KEY,
+                             SELECTION_KEY, MultiAgent)
 
-__all__ = ["AgentEpisode", "Agents", "agent_episodes", "agent_rows", "take_rows"]
+__all__ = ["AgentEpisode", "Agents", "agent_episodes", "agent_rows", "check_joint", "take_rows"]
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,43 @@ class Agents(dict[str, AgentEpisode]):
         raise KeyError(f"no agent {key!r} in this recording; its agents are {list(self)}")
 
 
+def check_joint(obs: Any, act: Any, ma: MultiAgent, where: str) -> None:
+    """Checks the joint rows of a multi-agent episode (or its parts) before they are cut up:
+    every per-agent vector an array of its dtype and shape (K per row), ``agent_selection``
+    within ``[-1, K)``. A hostile writer may have stored a leaf as values or widened it.
+
+    Raises:
+        FormatError: naming ``where`` and the leaf.
+    """
+    k = len(ma.agents)
+    vectors = dict(AGENT_VECTORS, **(AEC_VECTORS if ma.api == "aec" else {}))
+    checks = [(obs, key, np.dtype(dtype), 2) for key, dtype in vectors.items()]
+    checks.append((act, GIVEN_KEY, np.dtype(np.bool_), 2))
+    if ma.api == "aec":
+        checks.append((obs, SELECTION_KEY, np.dtype(np.int64), 1))
+    for tree, key, dtype, ndim in checks:
+        leaf = tree.get(key) if isinstance(tree, dict) else None
+        if not (isinstance(leaf, np.ndarray) and leaf.dtype == dtype and leaf.ndim == ndim
+                and (ndim == 1 or leaf.shape[1] == k)):
+            raise FormatError(f"{where}: the multi-agent leaf {key!r} must be an array of "
+                              f"{dtype} with {k if ndim == 2 else 'no'} values a row")
+    if ma.api == "aec":
+        sel = obs[SELECTION_KEY]
+        if sel.size and (sel.min() < -1 or sel.max() >= k):
+            raise FormatError(f"{where}: agent_selection outside [-1, {k})")
+    if not (isinstance(obs.get(OBS_KEY), dict) and isinstance(act.get(ACT_KEY), dict)):
+        raise FormatError(f"{where}: the multi-agent observations and actions must be Dicts")
+
+
 def agent_episodes(episode: Any) -> Agents:
-    """Every agent's :class:`AgentEpisode` of a multi-agent Episode, by name."""
+    """Every agent's :class:`AgentEpisode` of a multi-agent Episode, by name.
+
+    Raises:
+        FormatError: if the episode's joint rows are not what the layout says.
+    """
     ma: MultiAgent = episode.multiagent
     obs, act = episode.observations, episode.actions
+    check_joint(obs, act, ma, f"writer {episode.writer} episode {episode.index}")
     steps = len(episode.rewards)
     given = act[GIVEN_KEY]
     out = Agents()

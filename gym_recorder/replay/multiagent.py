@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..format.agents import ACT_KEY, GIVEN_KEY, OBS_KEY, SELECTION_KEY, MultiAgent
+from ..read.agents import check_joint
 from .compare import EpisodeCheck, first_difference, tree_row
 
 __all__ = ["make_multiagent_env", "replay_multiagent_episode", "multiagent_factory",
@@ -94,6 +95,7 @@ def replay_multiagent_episode(ep: Any, env: Any) -> EpisodeCheck:
     def result(status: str, step: int | None = None, message: str = "") -> EpisodeCheck:
         return EpisodeCheck(ep.index, ep.writer, None, ep.length, status, step, message)
 
+    check_joint(ep.observations, ep.actions, ma, f"episode {ep.index}")
     try:
         if ma.api == "parallel":
             found = _replay_parallel(ep, ma, env)

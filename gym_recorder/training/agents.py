@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..format.agents import ACT_KEY, OBS_KEY, MultiAgent
-from ..read.agents import agent_rows, take_rows
+from ..read.agents import agent_rows, check_joint, take_rows
 
 __all__ = ["AgentColumns", "agent_columns"]
 
@@ -50,6 +50,7 @@ def agent_columns(ma: MultiAgent, agent: str, observations: dict[str, Any],
         KeyError: for an agent the recording does not have.
     """
     k = ma.index(agent)
+    check_joint(observations, actions, ma, "multi-agent episode")
     rows = agent_rows(observations, ma, k)
     steps = len(actions["given"])
     here, nxt = rows[:-1], rows[1:]
