@@ -493,3 +493,38 @@ def test_a_hostile_agent_selection_is_refused_by_name(tmp_path):
         with pytest.raises(FormatError, match="agent_selection outside"):
             streams.check(reader[0])
         streams.close()
+
+
+def test_aec_rows_are_exact_however_the_user_observes(tmp_path):
+    """The recorder keeps the observation the user's last() got, and observes itself when
+    nobody did."""
+    bare = tictactoe_v3.env()
+    bare.reset(seed=0)
+    moves, seen = [], []  # a whole game of first legal moves, and what each turn observed
+    for agent in bare.agent_iter():
+        obs, _, term, trunc, _ = bare.last()
+        seen.append((agent, _copy(obs)))
+        moves.append(None if term or trunc else int(np.flatnonzero(obs["action_mask"])[-1]))
+        bare.step(moves[-1])
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "a")
+    env.reset(seed=0)
+    for t, move in enumerate(moves):
+        if t % 2 == 0:  # every other turn: no last(), no observe()
+            env.last()
+        env.step(move)
+    env.close()
+    with RecordingReader(tmp_path / "a") as reader:
+        ep = reader[0]
+        assert len(ep) == len(moves)
+        for t, (agent, obs) in enumerate(seen):
+            got = ep.observations["observations"][agent]
+            np.testing.assert_array_equal(got["observation"][t], obs["observation"])
+            np.testing.assert_array_equal(got["action_mask"][t], obs["action_mask"])
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "b")
+    env.reset(seed=1)
+    env.close()  # the reset row, observed at close
+    with RecordingReader(tmp_path / "b") as reader:
+        ep = reader[0]
+        assert len(ep) == 0 and ep.end == "close"
+        assert ep.observations["observed"][0].tolist() == [True, False]
+        assert ep.observations["observations"]["player_1"]["action_mask"][0].all()

@@ -221,11 +221,31 @@ def _state_holder(env: Any) -> Any:
     return env
 
 
+# An observation not yet observed (None is an observation some envs give).
+_MISSING = object()
+
+
+def _copy_tree(value: Any) -> Any:
+    """A copy of an observation that later changes to the arrays it holds cannot reach."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: _copy_tree(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_copy_tree(v) for v in value)
+    if isinstance(value, list):
+        return [_copy_tree(v) for v in value]
+    return value
+
+
 class _Common:
     """flush, close and the context manager, shared by both wrappers."""
 
     _rec: _Recorder
     env: Any
+
+    def _finish(self) -> None:
+        """Records what a wrapper holds back (the AEC wrapper's pending row)."""
 
     @property
     def directory(self) -> str:
@@ -244,6 +264,7 @@ class _Common:
             WriteError: if a batch cannot be written; it is kept for the next flush or close.
         """
         self._rec.pending = None
+        self._finish()
         self._rec.session.flush(type(self).__name__)
 
     def close(self) -> None:
@@ -254,6 +275,8 @@ class _Common:
         """
         self._rec.pending = None
         closed = self._rec.session.closed
+        if not closed:
+            self._finish()
         self._rec.session.close()
         if not closed:
             self.env.close()
@@ -367,26 +390,63 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         self._rec = _Recorder(self, "aec", env, directory, file_prefix, target_batch_bytes,
                               record_infos, flush_interval, fsync, entry_point, env_kwargs)
         self._state = _state_holder(env)
+        # (row, the agent whose observation it waits for, that observation or _MISSING, how
+        # to record the row), or None
+        self._pending: tuple[Any, Any, Any, Any] | None = None
 
-    def _row(self, extra: dict[str, Any]) -> dict[str, Any]:
+    # A row is complete but for the next agent's observation until that agent observes (the
+    # user's last() or observe(): the same call's result is kept, not a second observe()) or
+    # the env goes on (step, reset, flush, close: then the recorder observes). That saves an
+    # observe() a turn, the larger part of what recording a cheap game costs.
+
+    def _row(self, extra: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         env = self._state
         agents = env.agents
         selected = env.agent_selection if agents else None
-        obs = {} if selected is None else {selected: self.env.observe(selected)}
-        row = self._rec.row(obs, env.rewards, env.terminations, env.truncations, agents, extra)
+        row = self._rec.row({}, env.rewards, env.terminations, env.truncations, agents, extra)
         row["cumulative_rewards"] = self._rec._vector(env._cumulative_rewards, np.float64,
                                                       extra, "cumulative_rewards")
         row[SELECTION_KEY] = np.int64(self._rec.index.get(selected, -1))
-        return row
+        return row, selected
+
+    def observe(self, agent: Any) -> Any:
+        """The inner env's ``observe(agent)``; the recorder keeps a copy when it is the
+        observation the pending row waits for."""
+        obs = self.env.observe(agent)
+        pending = self._pending
+        if pending is not None and pending[1] == agent and pending[2] is _MISSING:
+            self._pending = (pending[0], agent, _copy_tree(obs), pending[3])
+        return obs
+
+    def _finish(self) -> None:
+        """Completes the pending row (observing for it if nobody did) and records it."""
+        pending = self._pending
+        if pending is None:
+            return
+        self._pending = None
+        row, selected, obs, record = pending
+        if selected is not None:
+            if obs is _MISSING:
+                obs = self.env.observe(selected)
+            if obs is not None:
+                row[OBS_KEY][selected] = obs
+                row["observed"][self._rec.index[selected]] = True
+        record(row)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         """Resets the env and starts a recorded episode (an open one ends as ``"reset"``)."""
         rec = self._rec
         rec.check("reset()")
+        self._finish()
         self.env.reset(seed=seed, options=options)
         extra: dict[str, Any] = {}
-        row = self._row(extra)
-        rec.start(row, rec.info(self._state.infos, extra), seed, options)
+        row, selected = self._row(extra)
+        info = rec.info(self._state.infos, extra)
+        self._pending = (row, selected, _MISSING,
+                         lambda r: rec.start(r, info, seed, options))
+        rec.started = True
+        if selected is None:
+            self._finish()
 
     def step(self, action: Any) -> None:
         """Steps the env for ``agent_selection`` and records the turn."""
@@ -394,11 +454,16 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         rec.check("step()")
         if not rec.started:
             raise ResetNeeded("call reset() before step() on a RecordingAECWrapper")
+        self._finish()
         state = self._state
         agent = state.agent_selection
         self.env.step(action)
         extra: dict[str, Any] = {}
         act = rec.action_row({agent: action}, extra)
-        row = self._row(extra)
-        rec.add(act, row, float(row["rewards"].sum()), not state.agents,
-                rec.info(state.infos, extra))
+        row, selected = self._row(extra)
+        info = rec.info(state.infos, extra)
+        ended = not state.agents
+        total = float(row["rewards"].sum())
+        self._pending = (row, selected, _MISSING, lambda r: rec.add(act, r, total, ended, info))
+        if selected is None:
+            self._finish()
