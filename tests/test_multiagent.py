@@ -528,3 +528,20 @@ def test_aec_rows_are_exact_however_the_user_observes(tmp_path):
         assert len(ep) == 0 and ep.end == "close"
         assert ep.observations["observed"][0].tolist() == [True, False]
         assert ep.observations["observations"]["player_1"]["action_mask"][0].all()
+
+
+def test_npz_export_holds_the_joint_rows_and_the_agents(tmp_path):
+    from gym_recorder.integrations.export import export_npz
+
+    env = RecordingParallelWrapper(pursuit_v5.parallel_env(max_cycles=10), tmp_path / "p")
+    play_parallel(env, seed=0, episodes=2)
+    env.close()
+    export_npz(tmp_path / "p", tmp_path / "p.npz")
+    z = np.load(tmp_path / "p.npz")
+    with RecordingReader(tmp_path / "p") as reader:
+        agents = list(reader[0].multiagent.agents)
+        np.testing.assert_array_equal(
+            z["observations/observations/pursuer_3"],
+            np.concatenate([ep.observations["observations"]["pursuer_3"] for ep in reader]))
+    assert z["agents"].tolist() == agents
+    assert z["observations/rewards"].shape == (22, len(agents))

@@ -247,6 +247,9 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
       observation before step row ``s`` of episode i is row ``s + i``.
     - ``episode_seeds`` (int64, E): the reset seed, -1 when none was passed.
     - ``episode_sub_envs`` (int64, E): the sub-environment of vector recordings, -1 otherwise.
+    - ``agents`` (str, K): for a multi-agent (PettingZoo) recording, its agents in the order of
+      the per-agent columns (``observations/rewards`` and the like: one column an agent); its
+      leaves are those of the joint rows (see "Multi-agent recordings" in the format spec).
 
     Leaves keep their recorded dtype and shape; Text leaves become unicode arrays. Infos are not
     exported. Everything is assembled in memory before writing.
@@ -267,7 +270,9 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     """
     obs_parts: dict[str, list[Any]] = {}
     act_parts: dict[str, list[Any]] = {}
-    rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
+    rewards, terms, truncs, seeds, subs = [], [], [], [], []
+    lengths: list[int] = []
+    agents: tuple[str, ...] | None = None
     with RecordingReader(directory) as reader:
         ids = list(dict.fromkeys(w["env_id"] for w in reader.writers))
         if env_id is None and len(ids) > 1:
@@ -280,6 +285,11 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
         for ep in reader:
             if env_id is not None and ep.env_id != env_id:
                 continue
+            ma = ep.multiagent
+            if lengths and agents != (None if ma is None else ma.agents):
+                raise ExportError(f"episode {ep.index}: its agents ({ma and list(ma.agents)}) "
+                                  f"differ from earlier episodes' ({agents and list(agents)})")
+            agents = None if ma is None else ma.agents
             for parts, tree, prefix in ((obs_parts, ep.observations, "observations"),
                                         (act_parts, ep.actions, "actions")):
                 leaves = dict(flatten_tree(tree, prefix))
@@ -313,6 +323,8 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     arrays["observation_starts"] = starts + np.arange(len(lengths), dtype=np.int64)
     arrays["episode_seeds"] = np.array(seeds, dtype=np.int64)
     arrays["episode_sub_envs"] = np.array(subs, dtype=np.int64)
+    if agents is not None:  # a multi-agent recording: the order of its per-agent columns
+        arrays["agents"] = np.array(agents, dtype=str)
     save: Any = np.savez_compressed if compress else np.savez
     path = os.fspath(path)
     with open(path, "wb") as f:
