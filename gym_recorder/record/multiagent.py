@@ -1,7 +1,8 @@
 """Recording PettingZoo environments: the only place that knows PettingZoo's protocols.
 
 Both wrappers turn what the env returns into rows of the joint spaces of
-:func:`gym_recorder.format.agents.joint_spaces` and hand them to the single-agent machinery
+:func:`gym_recorder.format.agents.joint_spaces` (through :class:`~gym_recorder.record.agent_rows.AgentRows`)
+and hand them to the single-agent machinery
 (:class:`~gym_recorder.record.buffer.StepBuffer`, :class:`~gym_recorder.record.session.RecordingSession`):
 batching, commits, crash safety and the writer are the same as for :class:`RecordingWrapper`.
 The layout is specified under "Multi-agent recordings" in :mod:`gym_recorder.format`.
@@ -12,19 +13,14 @@ PettingZoo is an optional dependency: ``pip install gym_recorder[pettingzoo]``.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-import gymnasium as gym
 import numpy as np
 
-from ..errors import RecordingClosedError, ResetNeeded, UnsupportedValueError, WriteError
-from ..format.agents import (ACT_KEY, GIVEN_KEY, MULTIAGENT_VERSION, OBS_KEY, SELECTION_KEY,
-                             joint_spaces)
-from ..format.spaces import Layout, describe_space
-from .buffer import StepBuffer
-from .session import RecordingSession, check_options
+from ..errors import ResetNeeded
+from ..format.agents import OBS_KEY, SELECTION_KEY
+from .agent_rows import MISSING, AgentRows, copy_tree
+from .session import check_options
 from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
 
 try:
@@ -35,173 +31,6 @@ except ImportError as e:  # pragma: no cover - depends on the installation
                       "pip install 'gym_recorder[pettingzoo]'") from e
 
 __all__ = ["RecordingParallelWrapper", "RecordingAECWrapper"]
-
-_monotonic = time.monotonic
-
-
-def _filler(space: gym.Space[Any]) -> Any:
-    """The value stored in an agent's slot of a row where it has none (zeros; None for spaces
-    whose leaves are stored as values)."""
-    if isinstance(space, gym.spaces.Box):
-        return np.zeros(space.shape, space.dtype)
-    if isinstance(space, gym.spaces.Discrete):
-        return space.dtype.type(space.start)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return np.array(space.start, dtype=space.dtype)
-    if isinstance(space, gym.spaces.MultiBinary):
-        return np.zeros(space.shape, np.int8)
-    if isinstance(space, gym.spaces.Dict):
-        return {k: _filler(s) for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(_filler(s) for s in space.spaces)
-    return None
-
-
-def _env_description(env: Any, entry_point: str | None,
-                     kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    base = env.unwrapped
-    metadata = getattr(env, "metadata", None) or {}
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    return {"name": name if isinstance(name, str) else None,
-            "module": type(base).__module__, "class": type(base).__qualname__,
-            "entry_point": entry_point, "kwargs": kwargs}
-
-
-class _Recorder:
-    """Rows of the joint spaces from PettingZoo's dicts, into a buffer and a session."""
-
-    def __init__(self, owner: Any, api: str, env: Any, directory: str | os.PathLike[str],
-                 file_prefix: str | None, target_batch_bytes: int, record_infos: bool,
-                 flush_interval: float | None, fsync: bool, entry_point: str | None,
-                 env_kwargs: dict[str, Any] | None) -> None:
-        agents = list(env.possible_agents)
-        if not agents or not all(isinstance(a, str) for a in agents) \
-                or len(set(agents)) != len(agents):
-            raise UnsupportedValueError(f"possible_agents must be distinct strings, got {agents!r}")
-        self.api = api
-        self.agents = agents
-        self.index = {a: i for i, a in enumerate(agents)}
-        self.k = len(agents)
-        obs_spaces = [env.observation_space(a) for a in agents]
-        act_spaces = [env.action_space(a) for a in agents]
-        obs_space, act_space = joint_spaces(api, agents, obs_spaces, act_spaces)
-        header = {"version": MULTIAGENT_VERSION, "env_id": None, "env_spec": None,
-                  "observation_space": describe_space(obs_space),
-                  "action_space": describe_space(act_space), "vector": None,
-                  "multiagent": {"api": api, "agents": agents,
-                                 "env": _env_description(env, entry_point, env_kwargs)}}
-        obs_layout, act_layout = Layout(header["observation_space"]), Layout(header["action_space"])
-        self.buffer = StepBuffer(obs_layout, act_layout, target_batch_bytes,
-                                 record_infos=record_infos)
-        self.session = RecordingSession(owner, self.buffer, self.buffer.end_episode, directory,
-                                        header, obs_layout, act_layout, file_prefix=file_prefix,
-                                        flush_interval=flush_interval, fsync=fsync)
-        self.obs_fill = {a: _filler(s) for a, s in zip(agents, obs_spaces)}
-        self.act_fill = {a: _filler(s) for a, s in zip(agents, act_spaces)}
-        self.last_trunc = np.zeros(self.k, bool)  # each agent's last truncation this episode
-        self.started = False
-        self.pending: WriteError | None = None
-
-    # -- rows -------------------------------------------------------------------------------
-
-    def _vector(self, values: Mapping[Any, Any], dtype: type, extra: dict[str, Any],
-                what: str) -> np.ndarray:
-        out: np.ndarray = np.zeros(self.k, dtype)
-        index = self.index
-        for a, v in values.items():
-            i = index.get(a)
-            if i is None:
-                extra.setdefault(what, {})[a] = v
-            else:
-                out[i] = v
-        return out
-
-    def _mask(self, names: Iterable[Any]) -> np.ndarray:
-        out = np.zeros(self.k, bool)
-        index = self.index
-        for a in names:
-            i = index.get(a)
-            if i is not None:
-                out[i] = True
-        return out
-
-    def row(self, obs: Mapping[Any, Any], rewards: Mapping[Any, Any],
-            terms: Mapping[Any, Any], truncs: Mapping[Any, Any], live: Iterable[Any],
-            extra: dict[str, Any]) -> dict[str, Any]:
-        """One observation row: per-agent slots filled for the agents the dicts name."""
-        agent_obs = dict(self.obs_fill)
-        observed = np.zeros(self.k, bool)
-        index = self.index
-        for a, o in obs.items():
-            i = index.get(a)
-            if i is None:
-                extra.setdefault("observations", {})[a] = o
-            elif o is not None:
-                agent_obs[a] = o
-                observed[i] = True
-        te = self._vector(terms, np.bool_, extra, "terminations")
-        tr = self._vector(truncs, np.bool_, extra, "truncations")
-        for a in truncs:
-            i = index.get(a)
-            if i is not None:
-                self.last_trunc[i] = bool(truncs[a])
-        return {OBS_KEY: agent_obs, "observed": observed, "live": self._mask(live),
-                "rewards": self._vector(rewards, np.float64, extra, "rewards"),
-                "terminations": te, "truncations": tr}
-
-    def action_row(self, actions: Mapping[Any, Any], extra: dict[str, Any]) -> dict[str, Any]:
-        acts = dict(self.act_fill)
-        given = np.zeros(self.k, bool)
-        index = self.index
-        for a, act in actions.items():
-            i = index.get(a)
-            if i is None:
-                extra.setdefault("actions", {})[a] = act
-            elif act is not None:
-                acts[a] = act
-                given[i] = True
-        return {ACT_KEY: acts, GIVEN_KEY: given}
-
-    @staticmethod
-    def info(infos: Any, extra: dict[str, Any]) -> dict[str, Any]:
-        """The row's info: the env's per-agent infos dict, as returned; keys of the other dicts
-        that name no agent of ``possible_agents`` are kept under ``"__extra__"``."""
-        out = dict(infos) if isinstance(infos, Mapping) else {"__infos__": infos}
-        if extra:
-            out["__extra__"] = extra
-        return out
-
-    # -- protocol ---------------------------------------------------------------------------
-
-    def check(self, what: str) -> None:
-        if self.session.closed:
-            raise RecordingClosedError(f"{what} on a closed multi-agent recorder")
-        if self.pending is not None:
-            error, self.pending = self.pending, None
-            raise error
-
-    def start(self, obs: dict[str, Any], info: dict[str, Any], seed: int | None,
-              options: Any) -> None:
-        buffer = self.buffer
-        buffer.end_episode("reset")
-        if buffer.full or self.session.due():
-            self._commit()
-        self.last_trunc[:] = False
-        buffer.start_episode(obs, info, None if seed is None else int(seed), options)
-        self.started = True
-
-    def add(self, action: dict[str, Any], obs: dict[str, Any], total: float, ended: bool,
-            info: dict[str, Any]) -> None:
-        truncated = ended and bool(self.last_trunc.any())
-        if self.buffer.add_step(action, obs, total, ended and not truncated, truncated, info) \
-                or _monotonic() >= self.session.deadline:
-            self._commit()
-
-    def _commit(self) -> None:
-        try:
-            self.session.commit()
-        except WriteError as e:  # recorded: return the step, raise at the next call
-            self.pending = e
 
 
 # What an AEC env's state is made of; the recorder reads them where they live.
@@ -221,27 +50,10 @@ def _state_holder(env: Any) -> Any:
     return env
 
 
-# An observation not yet observed (None is an observation some envs give).
-_MISSING = object()
-
-
-def _copy_tree(value: Any) -> Any:
-    """A copy of an observation that later changes to the arrays it holds cannot reach."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {k: _copy_tree(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_copy_tree(v) for v in value)
-    if isinstance(value, list):
-        return [_copy_tree(v) for v in value]
-    return value
-
-
 class _Common:
     """flush, close and the context manager, shared by both wrappers."""
 
-    _rec: _Recorder
+    _rec: AgentRows
     env: Any
 
     def _finish(self) -> None:
@@ -328,7 +140,7 @@ class RecordingParallelWrapper(_Common, BaseParallelWrapper):  # type: ignore[mi
         check_options(directory, target_batch_bytes, flush_interval)
         super().__init__(env)
         self._directory = os.fspath(directory)
-        self._rec = _Recorder(self, "parallel", env, directory, file_prefix, target_batch_bytes,
+        self._rec = AgentRows(self, "parallel", env, directory, file_prefix, target_batch_bytes,
                               record_infos, flush_interval, fsync, entry_point, env_kwargs)
 
     def reset(self, seed: int | None = None,
@@ -387,10 +199,10 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         check_options(directory, target_batch_bytes, flush_interval)
         super().__init__(env)
         self._directory = os.fspath(directory)
-        self._rec = _Recorder(self, "aec", env, directory, file_prefix, target_batch_bytes,
+        self._rec = AgentRows(self, "aec", env, directory, file_prefix, target_batch_bytes,
                               record_infos, flush_interval, fsync, entry_point, env_kwargs)
         self._state = _state_holder(env)
-        # (row, the agent whose observation it waits for, that observation or _MISSING, how
+        # (row, the agent whose observation it waits for, that observation or MISSING, how
         # to record the row), or None
         self._pending: tuple[Any, Any, Any, Any] | None = None
 
@@ -414,8 +226,8 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         observation the pending row waits for."""
         obs = self.env.observe(agent)
         pending = self._pending
-        if pending is not None and pending[1] == agent and pending[2] is _MISSING:
-            self._pending = (pending[0], agent, _copy_tree(obs), pending[3])
+        if pending is not None and pending[1] == agent and pending[2] is MISSING:
+            self._pending = (pending[0], agent, copy_tree(obs), pending[3])
         return obs
 
     def _finish(self) -> None:
@@ -426,7 +238,7 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         self._pending = None
         row, selected, obs, record = pending
         if selected is not None:
-            if obs is _MISSING:
+            if obs is MISSING:
                 obs = self.env.observe(selected)
             if obs is not None:
                 row[OBS_KEY][selected] = obs
@@ -442,7 +254,7 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         extra: dict[str, Any] = {}
         row, selected = self._row(extra)
         info = rec.info(self._state.infos, extra)
-        self._pending = (row, selected, _MISSING,
+        self._pending = (row, selected, MISSING,
                          lambda r: rec.start(r, info, seed, options))
         rec.started = True
         if selected is None:
@@ -464,6 +276,6 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         info = rec.info(state.infos, extra)
         ended = not state.agents
         total = float(row["rewards"].sum())
-        self._pending = (row, selected, _MISSING, lambda r: rec.add(act, r, total, ended, info))
+        self._pending = (row, selected, MISSING, lambda r: rec.add(act, r, total, ended, info))
         if selected is None:
             self._finish()
