@@ -545,3 +545,30 @@ def test_npz_export_holds_the_joint_rows_and_the_agents(tmp_path):
             np.concatenate([ep.observations["observations"]["pursuer_3"] for ep in reader]))
     assert z["agents"].tolist() == agents
     assert z["observations/rewards"].shape == (22, len(agents))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_records_from_its_next_reset_into_a_writer_of_its_own(tmp_path):
+    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path)
+    env.reset(seed=0)
+    env.step(0)
+    pid = os.fork()
+    if pid == 0:  # the child: its step passes through, its reset records anew
+        code = 1
+        try:
+            env.step(1)  # (no error: not recorded)
+            env.reset(seed=9)
+            env.step(4)
+            env.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    env.step(1)
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        assert len(reader.writers) == 2
+        by_seed = {ep.seed: ep for ep in reader}
+        assert len(by_seed[0]) == 2 and by_seed[0].actions["actions"]["player_2"][1] == 1
+        assert len(by_seed[9]) == 1 and by_seed[9].actions["actions"]["player_1"][0] == 4

@@ -90,6 +90,7 @@ class AgentRows:
         self.act_fill = {a: _filler(s) for a, s in zip(agents, act_spaces)}
         self.last_trunc = np.zeros(self.k, bool)  # each agent's last truncation this episode
         self.started = False
+        self.paused = False  # (after a fork: steps pass through until reset)
         self.pending: WriteError | None = None
 
     # -- rows -------------------------------------------------------------------------------
@@ -179,6 +180,7 @@ class AgentRows:
         self.last_trunc[:] = False
         buffer.start_episode(obs, info, None if seed is None else int(seed), options)
         self.started = True
+        self.paused = False
 
     def add(self, action: dict[str, Any], obs: dict[str, Any], total: float, ended: bool,
             info: dict[str, Any]) -> None:

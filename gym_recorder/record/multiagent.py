@@ -59,6 +59,15 @@ class _Common:
     def _finish(self) -> None:
         """Records what a wrapper holds back (the AEC wrapper's pending row)."""
 
+    def _renewed(self) -> None:
+        """In a process forked from the one that made this wrapper (the session calls it):
+        what was buffered is the parent's; steps pass through unrecorded until the next
+        reset(), which records into a new writer of the same directory."""
+        self._rec.paused = self._rec.started
+        self._rec.started = False
+        if getattr(self, "_pending", None) is not None:
+            self._pending = None
+
     @property
     def directory(self) -> str:
         """The recording directory, as given."""
@@ -161,6 +170,8 @@ class RecordingParallelWrapper(_Common, BaseParallelWrapper):  # type: ignore[mi
         rec = self._rec
         rec.check("step()")
         if not rec.started:
+            if rec.paused:  # (a forked child: recorded from its next reset)
+                return self.env.step(actions)  # type: ignore[no-any-return]
             raise ResetNeeded("call reset() before step() on a RecordingParallelWrapper")
         result = self.env.step(actions)
         obs, rewards, terms, truncs, infos = result
@@ -256,7 +267,7 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         info = rec.info(self._state.infos, extra)
         self._pending = (row, selected, MISSING,
                          lambda r: rec.start(r, info, seed, options))
-        rec.started = True
+        rec.started, rec.paused = True, False
         if selected is None:
             self._finish()
 
@@ -265,6 +276,9 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         rec = self._rec
         rec.check("step()")
         if not rec.started:
+            if rec.paused:  # (a forked child: recorded from its next reset)
+                self.env.step(action)
+                return
             raise ResetNeeded("call reset() before step() on a RecordingAECWrapper")
         self._finish()
         state = self._state
