@@ -55,6 +55,9 @@ class _Common:
 
     _rec: AgentRows
     env: Any
+    # AEC: (row, the agent whose observation it waits for, that observation or MISSING, how
+    # to record the row), or None
+    _pending: tuple[Any, Any, Any, Any] | None = None
 
     def _finish(self) -> None:
         """Records what a wrapper holds back (the AEC wrapper's pending row)."""
@@ -65,8 +68,7 @@ class _Common:
         reset(), which records into a new writer of the same directory."""
         self._rec.paused = self._rec.started
         self._rec.started = False
-        if getattr(self, "_pending", None) is not None:
-            self._pending = None
+        self._pending = None
 
     @property
     def directory(self) -> str:
@@ -213,9 +215,7 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
         self._rec = AgentRows(self, "aec", env, directory, file_prefix, target_batch_bytes,
                               record_infos, flush_interval, fsync, entry_point, env_kwargs)
         self._state = _state_holder(env)
-        # (row, the agent whose observation it waits for, that observation or MISSING, how
-        # to record the row), or None
-        self._pending: tuple[Any, Any, Any, Any] | None = None
+        self._pending = None
 
     # A row is complete but for the next agent's observation until that agent observes (the
     # user's last() or observe(): the same call's result is kept, not a second observe()) or
