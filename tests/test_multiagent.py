@@ -421,8 +421,17 @@ def test_parquet_export_has_an_agent_column_and_the_agents_spaces(tmp_path):
         np.stack(table.column("obs.action_mask").to_numpy(zero_copy_only=False)),
         t.obs["action_mask"])
     meta = json.loads((tmp_path / "out" / "gym_recorder.json").read_text())
-    assert meta["multiagent"] == {"api": "aec", "agents": ["player_1", "player_2"]}
+    assert meta["multiagent"] == {"api": "aec", "agents": ["player_1", "player_2"], "agent": None}
     assert meta["action_space"]["type"] == "Discrete" and meta["action_space"]["n"] == 9
+    from gym_recorder import cli
+
+    assert cli.main(["export", str(tmp_path / "t"), "-f", "parquet", "-o", str(tmp_path / "p1"),
+                     "--agent", "player_1", "-q"]) == 0
+    table = pq.read_table(tmp_path / "p1" / "data")
+    with RecordingReader(tmp_path / "t") as reader:
+        t1 = transitions(reader, agent="player_1")
+    assert table.num_rows == len(t1) and set(table.column("agent").to_numpy()) == {0}
+    np.testing.assert_array_equal(table.column("action").to_numpy(), t1.action)
 
 
 def test_minari_export_refuses_a_multiagent_recording_by_name(tmp_path, monkeypatch):

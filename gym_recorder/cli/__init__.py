@@ -270,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", metavar="ID",
                    help="export only the episodes of this env id (needed when the directory "
                         "holds several envs)")
+    p.add_argument("--agent", metavar="NAME",
+                   help="parquet, multi-agent (PettingZoo) recordings: only this agent's "
+                        "transitions (default: every agent's, with an agent column, when "
+                        "their spaces agree)")
 
     p = add("verify", cmd_verify, "check every file of a recording",
             "Check every manifest, batch file and array (sizes, checksums) of a recording; "

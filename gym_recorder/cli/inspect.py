@@ -118,6 +118,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.format != "npz" or args.output is None or args.dataset_id is not None:
         return cmd_export_training(args)
+    if args.agent is not None:
+        raise CommandError("--agent is for --format parquet (npz holds every agent's rows)")
 
     result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
     say(args, f"wrote {result['path']}: {count(result['episodes'], 'episode')}, "
@@ -164,7 +166,7 @@ def cmd_export_training(args: argparse.Namespace) -> int:
     from ..integrations.parquet import export_parquet
 
     r = export_parquet(args.directory, args.output,
-                       max_file_bytes=args.max_file_bytes, episodes=episodes)
+                       max_file_bytes=args.max_file_bytes, episodes=episodes, agent=args.agent)
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")

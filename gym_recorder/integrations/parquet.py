@@ -169,7 +169,8 @@ def _card(meta: dict[str, Any], files: int) -> str:
 
 def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
                    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                   episodes: list[int] | None = None) -> dict[str, Any]:
+                   episodes: list[int] | None = None,
+                   agent: str | None = None) -> dict[str, Any]:
     """Writes a recording's steps as a Hugging Face style Parquet dataset folder ``out``.
 
     Args:
@@ -178,6 +179,9 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         max_file_bytes: each Parquet file holds at most this many bytes of (uncompressed)
             column data, and at least one row.
         episodes: reader indices to export (all by default).
+        agent: for a multi-agent recording, export only this agent's transitions (see
+            :func:`~gym_recorder.training.transitions.transitions`); by default every agent's,
+            with an ``agent`` column (the index in the recording's agents).
 
     Returns:
         ``{"path", "episodes", "steps", "files", "columns": {name: {"dtype", "shape"}}}``.
@@ -207,7 +211,8 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
             forced: dict[str, np.dtype[Any]] = {}
             while True:
                 try:
-                    result = _write(pa, pq, reader, tmp, max_file_bytes, indices, source, forced)
+                    result = _write(pa, pq, reader, tmp, max_file_bytes, indices, source, forced,
+                                    agent)
                     break
                 except _Widen as w:  # a leaf recorded wider in later batches: write it wide
                     forced[w.name] = w.dtype
@@ -224,11 +229,11 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
 
 def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: int,
            indices: list[int], source: SelectionSource,
-           forced: dict[str, np.dtype[Any]]) -> dict[str, Any]:
+           forced: dict[str, np.dtype[Any]], agent: str | None) -> dict[str, Any]:
     data = os.path.join(tmp, "data")
     os.mkdir(data)
     summaries = [reader.summary(i) for i in indices]
-    first = _columns(transitions(reader, indices[:1]), forced)
+    first = _columns(transitions(reader, indices[:1], agent=agent), forced)
     row_bytes = _row_bytes(first)
     columns = {n: {"dtype": str(v.dtype) if isinstance(v, np.ndarray) else "string",
                    "shape": list(v.shape[1:]) if isinstance(v, np.ndarray) else []}
@@ -243,7 +248,7 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
 
     def flush_chunk() -> None:
         nonlocal writer, in_file, schema
-        t = transitions(reader, chunk)
+        t = transitions(reader, chunk, agent=agent)
         written[0] += len(t)
         cols = _columns(t, forced)
         for n, v in cols.items():
@@ -298,8 +303,8 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     obs_space, act_space = source.observation_space, source.action_space
     ma = parse_multiagent(manifest, str(reader.directory))
     if ma is not None:  # the rows are one agent's transitions each: its spaces (they agree)
-        obs_space = cast(Any, obs_space)[OBS_KEY][ma.agents[0]]
-        act_space = cast(Any, act_space)[ACT_KEY][ma.agents[0]]
+        obs_space = cast(Any, obs_space)[OBS_KEY][agent or ma.agents[0]]
+        act_space = cast(Any, act_space)[ACT_KEY][agent or ma.agents[0]]
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,
             "recorder": (manifest.get("writer") or {}).get("library_version"),
             "env_id": source.env_id, "env_spec": manifest.get("env_spec"),
@@ -307,7 +312,8 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
             "action_space": describe_space(act_space),
             "observation_space_str": str(obs_space),
             "action_space_str": str(act_space),
-            "multiagent": None if ma is None else {"api": ma.api, "agents": list(ma.agents)},
+            "multiagent": None if ma is None else {"api": ma.api, "agents": list(ma.agents),
+                                                    "agent": agent},
             "steps": written[0], "files": names, "columns": columns,
             "episodes": [{"index": s.index, "length": s.length,
                           "return": s.total_reward if np.isfinite(s.total_reward) else None,
