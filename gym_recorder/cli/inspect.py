@@ -63,6 +63,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     ]
     if s.get("multiagent"):
         ma = s["multiagent"]
+        if not s["env_id"] and ma.get("env"):
+            lines[1] = f"env                {ma['env']} (PettingZoo)"
         lines[4:4] = [f"agents             {len(ma['agents'])} ({ma['api']}), return mean / min / "
                       "max:"] + [
             f"    {name:<14} {number(r['mean'])} / {number(r['min'])} / {number(r['max'])}"

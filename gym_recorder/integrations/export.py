@@ -169,8 +169,9 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _agent_returns(reader: RecordingReader) -> dict[str, Any] | None:
-    """For a multi-agent recording (its first writer): the api, the agents and each agent's
-    return (the sum of its step rewards) over the episodes: mean, min, max. Reads every episode."""
+    """For a multi-agent recording (its first writer): the api, the agents, each agent's
+    return (the sum of its step rewards) over the episodes (mean, min, max) and the env (its
+    entry point, else its metadata name). Reads every episode."""
     first = next((m for m in reader._manifests if not m.legacy), None)
     ma = None if first is None else first.multiagent
     if ma is None:
@@ -184,7 +185,9 @@ def _agent_returns(reader: RecordingReader) -> dict[str, Any] | None:
                       "min": _finite(float(table[:, k].min())) if len(sums) else None,
                       "max": _finite(float(table[:, k].max())) if len(sums) else None}
                for k, name in enumerate(ma.agents)}
-    return {"api": ma.api, "agents": list(ma.agents), "returns": returns}
+    env = ma.env.get("entry_point") or ma.env.get("name")
+    return {"api": ma.api, "agents": list(ma.agents), "returns": returns,
+            "env": env if isinstance(env, str) else None}
 
 
 # -- npz -----------------------------------------------------------------------------------------
