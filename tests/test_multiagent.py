@@ -615,3 +615,24 @@ def test_the_viewer_refuses_a_multiagent_recording_by_name(tmp_path):
                           text=True, timeout=60)
     assert "ViewerError: " in done.stdout and "a multi-agent (PettingZoo) recording" \
         in done.stdout, done.stdout + done.stderr
+
+
+def test_many_writers_small_batches_the_batch_index_and_verify(tmp_path):
+    from gym_recorder.integrity import verify
+    from gym_recorder.training.transitions import transitions
+
+    runs = []
+    for w in range(2):  # two writers in one directory, many small batches each
+        env = RecordingParallelWrapper(pursuit_v5.parallel_env(max_cycles=15), tmp_path,
+                                       target_batch_bytes=20_000)
+        runs += play_parallel(env, seed=10 * w, episodes=2)
+        env.close()
+    manifests = [json.loads(p.read_text()) for p in tmp_path.glob("*.manifest.json")]
+    assert len(manifests) == 2
+    assert all(len(m["batches"]) > 2 and all("index" in b for b in m["batches"])
+               for m in manifests)
+    assert verify(tmp_path) == []
+    check_parallel(tmp_path, runs)  # (episodes split over batches join back exactly)
+    with RecordingReader(tmp_path) as reader:
+        t = transitions(reader, agent="pursuer_0")
+        assert len(t) == sum(len(r) - 1 for r in runs)
