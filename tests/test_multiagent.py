@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -583,38 +581,6 @@ def test_a_forked_child_records_from_its_next_reset_into_a_writer_of_its_own(tmp
         by_seed = {ep.seed: ep for ep in reader}
         assert len(by_seed[0]) == 2 and by_seed[0].actions["actions"]["player_2"][1] == 1
         assert len(by_seed[9]) == 1 and by_seed[9].actions["actions"]["player_1"][0] == 4
-
-
-VIEWER_RUNNER = """
-import { readFileSync, readdirSync } from "node:fs";
-import { Recording } from "%s";
-const dir = process.argv[2];
-globalThis.fetch = async (url) => {
-  const body = url === "/api/manifests"
-    ? Buffer.from(JSON.stringify(readdirSync(dir).filter((n) => n.endsWith(".manifest.json"))))
-    : readFileSync(dir + "/" + decodeURIComponent(url.replace("/recording/", "")));
-  return new Response(body, { status: 200, headers: { "Content-Length": String(body.length) } });
-};
-try { await new Recording().load(); console.log("loaded"); }
-catch (e) { console.log(e.constructor.name + ": " + e.message); }
-"""
-
-
-def test_the_viewer_refuses_a_multiagent_recording_by_name(tmp_path):
-    from needs import need_program
-
-    from gym_recorder.integrations.view import VIEWER_DIR
-
-    node = need_program("node", "apt-get install nodejs")
-    env = RecordingAECWrapper(tictactoe_v3.env(), tmp_path / "rec")
-    play_aec(env, seed=1)
-    env.close()
-    runner = tmp_path / "run.mjs"
-    runner.write_text(VIEWER_RUNNER % (Path(VIEWER_DIR) / "data.js").as_uri())
-    done = subprocess.run([node, str(runner), str(tmp_path / "rec")], capture_output=True,
-                          text=True, timeout=60)
-    assert "ViewerError: " in done.stdout and "a multi-agent (PettingZoo) recording" \
-        in done.stdout, done.stdout + done.stderr
 
 
 def test_many_writers_small_batches_the_batch_index_and_verify(tmp_path):

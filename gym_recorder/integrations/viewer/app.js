@@ -2,6 +2,7 @@
 
 import { Recording, stats } from "./data.js";
 import { LineChart, histogram, colourOf } from "./charts.js";
+import { agentLeaves, columnNames, showPicker } from "./agents.js";
 
 const $ = (id) => document.getElementById(id);
 const FPS = 30;                 // playback frames per second at 1x
@@ -19,6 +20,7 @@ const state = {
   sortKey: "index", sortDir: 1, filter: "",
   episode: null, data: null, step: 0, steps: 0,
   chosen: new Set(), chosenInit: false,   // leaf paths shown (kept across episodes)
+  agent: "",                              // multi-agent recordings: the agent shown, "" all
   hidden: new Set(),                      // series names toggled off (kept across episodes)
   charts: [], players: [], series: new Map(),
   playing: false, timer: null, urlTimer: null, loadToken: 0,
@@ -177,6 +179,7 @@ async function selectEpisode(index, step) {
   $("scrub").max = String(ep.length);
   state.returnChart.setCursor(ep.index);
   state.lengthChart.setCursor(ep.index);
+  state.agent = showPicker($("agent"), ep.multiagent, state.agent);
   renderTree(leaves);
   buildViews();
   await setStep(Math.max(0, Math.min(step, ep.length)), true);
@@ -218,11 +221,15 @@ function buildViews() {
     if (!state.chosen.has(leaf.path)) continue;
     if (leaf.kind === "series") {
       const cols = state.series.get(leaf.path);
-      const names = cols.length === 1 ? [leaf.path] : cols.map((_, j) => `${leaf.path}[${j}]`);
-      chartOf(leaf.path, names, cols);
+      chartOf(leaf.path, columnNames(leaf, cols, state.episode.multiagent), cols);
     } else if (leaf.kind === "image") state.players.push(new FramePlayer(leaf, frames));
   }
   if (state.series.has("rewards")) chartOf("rewards", ["rewards"], state.series.get("rewards"));
+  const ma = state.episode.multiagent, perAgent = state.series.get("observations/rewards");
+  if (ma && perAgent && perAgent.length === ma.agents.length) {
+    const shown = ma.agents.map((a, j) => [a, perAgent[j]]).filter(([a]) => !state.agent || a === state.agent);
+    chartOf("rewards by agent", shown.map(([a]) => a), shown.map(([, c]) => c));
+  }
 }
 
 class FramePlayer {
@@ -365,6 +372,13 @@ function wire() {
     const path = ev.target.dataset.leaf;
     if (!path) return;
     if (ev.target.checked) state.chosen.add(path); else state.chosen.delete(path);
+    buildViews();
+    setStep(state.step, true);
+  });
+  $("agent").addEventListener("change", (ev) => {
+    state.agent = ev.target.value;
+    if (state.agent) state.chosen = new Set(agentLeaves(state.leaves, state.agent));
+    renderTree(state.leaves);
     buildViews();
     setStep(state.step, true);
   });
