@@ -436,8 +436,10 @@ so do its reward (0.0), termination and truncation (false) when the dicts lack i
   Turn t + 1's acting agent is row t's ``agent_selection``.
 
 The INFOS row t is the env's per-agent infos dict (``step``/``reset``'s for Parallel,
-``env.infos`` for AEC), with, under ``"__extra__"``, any key of the other dicts that is not an
-agent of ``agents`` (PettingZoo allows extras such as ``"common"``). The entry's ``rewards``
+``env.infos`` for AEC; an infos value that is not a dict is kept as ``{"__infos__": value}``),
+with, under ``"__extra__"``, any key of the other dicts that is not an agent of ``agents``
+(PettingZoo allows extras such as ``"common"``), by dict: ``{"observations": {key: value},
+"rewards": ...}``. The entry's ``rewards``
 column is the row's sum of ``rewards``; the episode ends (``terminations``/``truncations``
 true) at the row where ``env.agents`` becomes empty: ``"truncated"`` when some agent's last
 truncation was true, else ``"terminated"``.
