@@ -14,6 +14,8 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 from pettingzoo.butterfly import knights_archers_zombies_v11 as kaz  # noqa: E402
 from pettingzoo.classic import connect_four_v3, tictactoe_v3  # noqa: E402
 from pettingzoo.sisl import pursuit_v5  # noqa: E402
+from gymnasium import spaces as gym_spaces  # noqa: E402
+from pettingzoo import ParallelEnv  # noqa: E402
 from pettingzoo.utils.conversions import aec_to_parallel, parallel_to_aec  # noqa: E402
 
 from gym_recorder import RecordingReader  # noqa: E402
@@ -602,3 +604,69 @@ def test_many_writers_small_batches_the_batch_index_and_verify(tmp_path):
     with RecordingReader(tmp_path) as reader:
         t = transitions(reader, agent="pursuer_0")
         assert len(t) == sum(len(r) - 1 for r in runs)
+
+
+class JoiningEnv(ParallelEnv):
+    """A small ParallelEnv: "late" joins at step 2, "early" leaves after step 3, every dict
+    carries an extra "common" key, and the two agents' spaces differ."""
+
+    metadata = {"name": "joining_v0"}
+    possible_agents = ["early", "late"]
+
+    def __init__(self):
+        self._spaces = {"early": gym_spaces.Box(-1, 1, (2,), np.float32),
+                        "late": gym_spaces.Discrete(5)}
+
+    def observation_space(self, agent):
+        return self._spaces[agent]
+
+    def action_space(self, agent):
+        return gym_spaces.Discrete(3)
+
+    def _obs(self):
+        out = {a: (np.full(2, self.t / 10, np.float32) if a == "early" else self.t)
+               for a in self.agents}
+        out["common"] = np.array([self.t])
+        return out
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        self.agents = ["early"]
+        return self._obs(), {"early": {"t": 0}, "common": {"note": "start"}}
+
+    def step(self, actions):
+        self.t += 1
+        if self.t == 2:
+            self.agents = self.agents + ["late"]
+        obs = self._obs()
+        rewards = {a: float(self.t) for a in self.agents}
+        terms = {a: a == "early" and self.t == 3 for a in self.agents}
+        truncs = {a: self.t == 5 for a in self.agents}
+        infos = {a: {"t": self.t} for a in self.agents}
+        rewards["common"] = 0.5
+        self.agents = [a for a in self.agents if not (terms[a] or truncs[a])]
+        return obs, rewards, terms, truncs, infos
+
+
+def test_agents_join_and_leave_and_extra_keys_are_kept(tmp_path):
+    env = RecordingParallelWrapper(JoiningEnv(), tmp_path)
+    runs = play_parallel(env, seed=0)
+    env.close()
+    steps = runs[0]
+    with RecordingReader(tmp_path) as reader:
+        ep = reader[0]
+        assert len(ep) == 5 and ep.end == "truncated"
+        late, early = ep.agents["late"], ep.agents["early"]
+        assert late.rows.tolist() == [2, 3, 4, 5] and early.rows.tolist() == [0, 1, 2, 3]
+        assert late.observations.tolist() == [2, 3, 4, 5]
+        assert early.terminations.tolist() == [False, False, False, True]
+        assert late.truncations.tolist() == [False, False, False, True]
+        assert ep.observations["live"][:, 1].tolist() == [False, False, True, True, True, False]
+        # keys of possible_agents only are columns; "common" is kept in the info row
+        assert ep.infos[0]["common"] == {"note": "start"}
+        assert ep.infos[0]["__extra__"]["observations"]["common"].tolist() == [0]
+        assert ep.infos[3]["__extra__"]["rewards"] == {"common": 0.5}
+        assert ep.infos[3]["early"] == {"t": 3}
+        for t, s in enumerate(steps):
+            np.testing.assert_array_equal(ep.infos[t]["__extra__"]["observations"]["common"],
+                                          s[1]["common"])
