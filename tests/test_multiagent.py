@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pettingzoo")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -670,3 +672,90 @@ def test_agents_join_and_leave_and_extra_keys_are_kept(tmp_path):
         for t, s in enumerate(steps):
             np.testing.assert_array_equal(ep.infos[t]["__extra__"]["observations"]["common"],
                                           s[1]["common"])
+
+
+def _space_strategy():
+    from hypothesis import strategies as st
+
+    leaf = st.sampled_from([
+        gym_spaces.Box(-2, 2, (3,), np.float32), gym_spaces.Box(0, 255, (2, 2), np.uint8),
+        gym_spaces.Discrete(4), gym_spaces.MultiDiscrete([2, 3]), gym_spaces.MultiBinary(3),
+        gym_spaces.Box(-1, 1, (), np.float64), gym_spaces.Text(4),
+        gym_spaces.Text(3, min_length=2), gym_spaces.Sequence(gym_spaces.Discrete(3))])
+    return st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=2).map(lambda xs: gym_spaces.Tuple(xs)),
+        st.lists(inner, min_size=1, max_size=2).map(
+            lambda xs: gym_spaces.Dict({f"k{i}": x for i, x in enumerate(xs)}))), max_leaves=3)
+
+
+class RandomEnv(ParallelEnv):
+    """Agents of the given spaces; at each step a random subset is in the dicts."""
+
+    metadata = {"name": "random_v0"}
+
+    def __init__(self, obs_spaces, act_spaces, steps, seed):
+        self.possible_agents = [f"a{i}" for i in range(len(obs_spaces))]
+        self._obs = dict(zip(self.possible_agents, obs_spaces))
+        self._act = dict(zip(self.possible_agents, act_spaces))
+        self._steps, self._rng = steps, np.random.default_rng(seed)
+        for k, s in enumerate([*obs_spaces, *act_spaces]):
+            s.seed(seed + k)
+
+    def observation_space(self, agent):
+        return self._obs[agent]
+
+    def action_space(self, agent):
+        return self._act[agent]
+
+    def _some(self):
+        return [a for a in self.possible_agents if self._rng.random() < 0.7]
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return {a: self._obs[a].sample() for a in self._some()}, {}
+
+    def step(self, actions):
+        self.t += 1
+        present = self._some()
+        done = self.t >= self._steps
+        if done:
+            self.agents = []
+        return ({a: self._obs[a].sample() for a in present},
+                {a: float(self._rng.normal()) for a in present},
+                {a: False for a in present}, {a: done for a in present},
+                {a: {"t": self.t} for a in present})
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_per_agent_spaces_round_trip_exactly(tmp_path_factory, data):
+    from gym_recorder.replay.compare import first_difference, tree_row
+
+    n = data.draw(st.integers(1, 3))
+    obs_spaces = [data.draw(_space_strategy()) for _ in range(n)]
+    act_spaces = [data.draw(_space_strategy()) for _ in range(n)]
+    env = RandomEnv(obs_spaces, act_spaces, data.draw(st.integers(1, 5)), data.draw(
+        st.integers(0, 1000)))
+    directory = tmp_path_factory.mktemp("random")
+    rec = RecordingParallelWrapper(env, directory, target_batch_bytes=2000)
+    obs, infos = rec.reset(seed=0)
+    steps = [(None, _copy(obs))]
+    while rec.agents:
+        actions = {a: rec.action_space(a).sample() for a in rec.agents
+                   if env._rng.random() < 0.8}
+        obs, *_ = rec.step(actions)
+        steps.append((actions, _copy(obs)))
+    rec.close()
+    with RecordingReader(directory) as reader:
+        ep = reader[0]
+        for t, (actions, o) in enumerate(steps):
+            for a in env.possible_agents:
+                assert ep.observations["observed"][t, env.possible_agents.index(a)] == (a in o)
+                if a in o:
+                    got = tree_row(ep.observations["observations"][a], t)
+                    assert first_difference(got, o[a]) is None, (a, t)
+                if actions is not None and a in actions:
+                    got = tree_row(ep.actions["actions"][a], t - 1)
+                    assert first_difference(got, actions[a]) is None, (a, t)

@@ -10,6 +10,7 @@ knows nothing of PettingZoo (the env is asked only for ``possible_agents``, its 
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -30,8 +31,10 @@ _monotonic = time.monotonic
 
 
 def _filler(space: gym.Space[Any]) -> Any:
-    """The value stored in an agent's slot of a row where it has none (zeros; None for spaces
-    whose leaves are stored as values)."""
+    """The value stored in an agent's slot of a row where it has none: zeros (a Discrete's
+    start); for spaces whose leaves are stored as values, a value of the space that readers
+    accept there ("" or a fixed sample for Text, a fixed sample for Sequence, Graph, OneOf),
+    else None."""
     if isinstance(space, gym.spaces.Box):
         return np.zeros(space.shape, space.dtype)
     if isinstance(space, gym.spaces.Discrete):
@@ -44,6 +47,13 @@ def _filler(space: gym.Space[Any]) -> Any:
         return {k: _filler(s) for k, s in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(_filler(s) for s in space.spaces)
+    if isinstance(space, gym.spaces.Text) and space.min_length == 0:
+        return ""
+    if isinstance(space, (gym.spaces.Text, gym.spaces.Sequence, gym.spaces.Graph,
+                          gym.spaces.OneOf)):
+        fixed = copy.deepcopy(space)  # (the env's space and its random state stay untouched)
+        fixed.seed(0)
+        return fixed.sample()
     return None
 
 
