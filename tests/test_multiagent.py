@@ -759,3 +759,16 @@ def test_random_per_agent_spaces_round_trip_exactly(tmp_path_factory, data):
                 if actions is not None and a in actions:
                     got = tree_row(ep.actions["actions"][a], t - 1)
                     assert first_difference(got, actions[a]) is None, (a, t)
+
+
+def test_replay_of_an_env_with_joining_agents_and_extra_keys(tmp_path):
+    from gym_recorder.replay.multiagent import MultiAgentStreams
+
+    env = RecordingParallelWrapper(JoiningEnv(), tmp_path)
+    play_parallel(env, seed=0, episodes=2)
+    env.close()
+    streams = MultiAgentStreams(env_fn=lambda ma: JoiningEnv())
+    with RecordingReader(tmp_path) as reader:
+        checks = [streams.check(ep) for ep in reader]
+    streams.close()
+    assert [c.status for c in checks] == ["match", "match"], [c.message for c in checks]

@@ -64,8 +64,16 @@ def _row_difference(ep: Any, ma: MultiAgent, t: int, obs: Mapping[Any, Any],
     """Row ``t`` against what the env gave: its observations dict, then the other dicts."""
     rec = ep.observations
     names = [n for k, n in enumerate(ma.agents) if rec["observed"][t, k]]
-    if sorted(names) != sorted(a for a in obs if obs[a] is not None):
-        return f"agents observed {sorted(obs)}, recorded {sorted(names)}"
+    actual = [a for a in obs if a in ma.agents and obs[a] is not None]
+    if sorted(names) != sorted(actual):
+        return f"agents observed {sorted(actual)}, recorded {sorted(names)}"
+    info = ep.infos[t] if t < len(ep.infos) else {}
+    extra = info.get("__extra__") if isinstance(info, dict) else None
+    recorded_extra = extra.get("observations", {}) if isinstance(extra, dict) else {}
+    d = first_difference(recorded_extra, {k: v for k, v in obs.items() if k not in ma.agents},
+                         "observations' keys that are no agent")
+    if d is not None:
+        return d
     for name in names:
         d = first_difference(tree_row(rec[OBS_KEY][name], t), obs[name],
                              f"observation of {name!r}")
