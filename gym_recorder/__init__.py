@@ -34,12 +34,26 @@ from .read.reader import Episode, RecordingReader, scan_recorded_traces
 from .record.wrapper import RecordingWrapper
 from .record.vector import RecordingVectorWrapper
 
+# The PettingZoo wrappers need the optional pettingzoo package: imported on first use.
+_MULTIAGENT = ("RecordingParallelWrapper", "RecordingAECWrapper")
+
+
+def __getattr__(name: str) -> object:
+    if name in _MULTIAGENT:
+        from .record import multiagent
+
+        return getattr(multiagent, name)
+    raise AttributeError(f"module 'gym_recorder' has no attribute {name!r}")
+
+
 __all__ = [
     "__version__",
     "FORMAT_VERSION",
     "RecordingWrapper",
     "RecordingVectorWrapper",
     "Zstd",
+    "RecordingParallelWrapper",
+    "RecordingAECWrapper",
     "RecordingReader",
     "Episode",
     "scan_recorded_traces",

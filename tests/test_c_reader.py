@@ -664,3 +664,20 @@ def test_c_a_shape_whose_byte_count_wraps_64_bits(grread, tmp_path):
         with RecordingReader(tmp_path) as reader:
             reader[0]
     _c_refused(grread, tmp_path, "too many elements")
+
+
+def test_c_a_multiagent_recording_is_refused_by_name(grread, tmp_path):
+    """Format version 2 (PettingZoo recordings): grread refuses it with one line naming it;
+    a single-agent writer beside it does not make it read the multi-agent one."""
+    tictactoe = pytest.importorskip("pettingzoo.classic.tictactoe_v3")
+    from gym_recorder.record.multiagent import RecordingAECWrapper
+
+    env = RecordingAECWrapper(tictactoe.env(), tmp_path)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(int(np.flatnonzero(env.last()[0]["action_mask"])[0]))
+    env.close()
+    for args in (("list",), ("dump",)):
+        done = run(grread, *args, str(tmp_path))
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert "multi-agent (PettingZoo) recording" in done.stderr

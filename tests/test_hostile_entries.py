@@ -32,6 +32,7 @@ from hostile import (  # noqa: F401  (make and sources are fixtures)
     (lambda m: m.update(version=0), r"bad format version 0"),
     (lambda m: m.update(version=-1), r"bad format version -1"),
     (lambda m: m.update(version=3), r"format version 3 is newer than this reader \(2\)"),
+    (lambda m: m.update(multiagent={"api": "aec"}), r"'multiagent' in a manifest of version 1"),
     (lambda m: m.update(version=10 ** 100), r"is newer than this reader"),
     (lambda m: m.update(prefix="other"), r"prefix 'other' does not match the file name"),
     (lambda m: m.update(prefix=None), r"prefix None does not match"),

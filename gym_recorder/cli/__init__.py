@@ -180,9 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "gym-recorder record ALE/Breakout-v5 -d rec --import ale_py --env-kwargs "
                 "'{\"frameskip\": 1}' --wrapper AtariPreprocessing --wrapper "
                 "FrameStackObservation:stack_size=4",
-                "gym-recorder record CartPole-v1 -d rec --meta author=me --meta notes='first try'"))
+                "gym-recorder record CartPole-v1 -d rec --meta author=me --meta notes='first try'",
+                "gym-recorder record pettingzoo.classic.tictactoe_v3:env -d rec  # PettingZoo"))
     p.add_argument("env_id", help="a registered env id, e.g. CartPole-v1 (gymnasium's "
-                                  "'module:EnvId' imports module first)")
+                                  "'module:EnvId' imports module first), or a PettingZoo env's "
+                                  "'module:function' (AEC or Parallel; --policy then gets "
+                                  "(observation, agent))")
     p.add_argument("--directory", "-d", required=True, metavar="DIR",
                    help="the recording directory (created if missing)")
     stop = p.add_mutually_exclusive_group()
@@ -327,6 +330,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import MODULE first (repeatable; minari): a package that registers the "
                         "env, so that its spec is exported (the recorded env module is tried "
                         "by itself)")
+    p.add_argument("--agent", metavar="NAME",
+                   help="parquet, multi-agent (PettingZoo) recordings: only this agent's "
+                        "transitions (default: every agent's, with an agent column, when "
+                        "their spaces agree)")
 
     p = add("verify", cmd_verify, "check every file of a recording",
             "Check every manifest, batch file and array (sizes, checksums) of a recording; "

@@ -88,6 +88,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     if s.get("deleted") or s.get("reclaimable"):
         lines.insert(-2, f"deleted            {s['deleted']:,} episodes (info --deleted lists "
                          f"them); compact would free about {s['reclaimable'] / MB:.2f} MB")
+    if s.get("multiagent"):
+        ma = s["multiagent"]
+        if not s["env_id"] and ma.get("env"):
+            lines[1] = f"env                {ma['env']} (PettingZoo)"
+        lines[4:4] = [f"agents             {len(ma['agents'])} ({ma['api']}), return mean / min / "
+                      "max:"] + [
+            f"    {name:<14} {number(r['mean'])} / {number(r['min'])} / {number(r['max'])}"
+            for name, r in ma["returns"].items()]
     if len(s.get("envs", ())) > 1:
         lines[1:4] = [f"envs               {len(s['envs'])}"] + _env_blocks(s["envs"])
     distinct = {json.dumps(w.get("metadata"), sort_keys=True) for w in s["writers"]}
@@ -152,6 +160,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.format != "npz" or args.output is None or args.dataset_id is not None:
         return cmd_export_training(args)
+    if args.agent is not None:
+        raise CommandError("--agent is for --format parquet (npz holds every agent's rows)")
 
     result = export_npz(args.directory, args.output, compress=args.compress, env_id=args.env)
     say(args, f"wrote {result['path']}: {count(result['episodes'], 'episode')}, "
@@ -202,7 +212,7 @@ def cmd_export_training(args: argparse.Namespace) -> int:
 
     r = export_parquet(args.directory, args.output,
                        max_file_bytes=args.max_file_bytes, episodes=episodes,
-                       infos=not args.no_infos)
+                       infos=not args.no_infos, agent=args.agent)
     say(args, f"wrote {args.output}: {r['episodes']} episodes, {r['steps']} steps in "
                f"{r['files']} Parquet file{'s' if r['files'] != 1 else ''}, README.md, "
                f"gym_recorder.json")

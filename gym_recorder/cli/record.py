@@ -16,7 +16,7 @@ import secrets
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, cast
 
 from .output import EXIT_INTERRUPTED, EXIT_OK, MB, PROG, count, say
 from ..errors import CommandError
@@ -210,15 +210,27 @@ def cmd_record(args: argparse.Namespace) -> int:
             raise CommandError(f"--num-envs needs gym_recorder.record.vector, which cannot be imported "
                                f"({e})") from e
     _import_modules(args)
+    from ..replay.drive_agents import multiagent_entry, record_multiagent
+
+    multiagent = multiagent_entry(args.env_id)
+    if multiagent and args.num_envs is not None:
+        raise CommandError("a PettingZoo env (module:function) is recorded without --num-envs")
     progress = _Progress(args)
     try:
         with _StopOnInterrupt() as stop:
-            status = record_env(args.env_id, args.directory, policy=policy,
-                                episodes=args.episodes, steps=args.steps, seed=seed,
-                                num_envs=args.num_envs, env_kwargs=args.env_kwargs,
-                                recorder_kwargs=recorder_kwargs, on_step=progress,
-                                should_stop=lambda: stop.requested,
-                                wrappers=getattr(args, "wrappers", None) or ())
+            if multiagent:
+                status = record_multiagent(
+                    args.env_id, args.directory, episodes=args.episodes, steps=args.steps,
+                    policy=cast(Any, load_policy(args.policy)) if args.policy else None,
+                    seed=seed, env_kwargs=args.env_kwargs, recorder_kwargs=recorder_kwargs,
+                    on_step=progress, should_stop=lambda: stop.requested)
+            else:
+                status = record_env(
+                    args.env_id, args.directory, policy=policy, episodes=args.episodes,
+                    steps=args.steps, seed=seed, num_envs=args.num_envs, env_kwargs=args.env_kwargs,
+                    recorder_kwargs=recorder_kwargs, on_step=progress,
+                    should_stop=lambda: stop.requested,
+                    wrappers=getattr(args, "wrappers", None) or ())
     except Exception as e:
         better = policy.explain(args) if policy is not None and not isinstance(
             e, CommandError) else None

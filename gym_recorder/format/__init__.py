@@ -66,7 +66,9 @@ An object with these keys (more keys MAY be added; readers MUST ignore keys they
                                           otherwise, so that version 1 readers read what does
                                           not need version 2; ``gym-recorder compress`` and
                                           ``decompress`` set it the same way; a compaction's
-                                          manifests are 2 (see "Edits")
+                                          manifests are 2 (see "Edits"); and a
+                                          multi-agent recording's are 2 (see "Multi-agent
+                                          recordings")
     "prefix": "P"                         MUST equal the P of the file's name; readers MUST refuse
                                           another
     "created": "2026-12-02T16:42:38.123456Z"   UTC, when the writer started
@@ -473,7 +475,7 @@ A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_S
 (2**32) elements in all; a reader MAY refuse a larger one.
 
 Edits (format version 2)
-========================
+=================
 A recording MAY carry an *edit record*: the episodes its user deleted (hidden from every
 reader, their bytes still in the batches), and the writers a compaction rewrote. Edits never
 change a batch file, nor a writer's manifest (its writer may still be recording). Its files::
@@ -524,6 +526,67 @@ from 0, consecutive parts of an episode possibly joined into one entry, batch IN
 its batches' HEADERs carry ``"replaces"`` too, so that a manifest ``repair`` rebuilds from them
 stays hidden as well) before the generation that replaces P, and removes P's files only
 after that generation (and a grace period: readers that listed P may still read it).
+=======
+Multi-agent recordings (version 2)
+==================================
+A recording of a PettingZoo environment (``RecordingParallelWrapper``, ``RecordingAECWrapper``)
+is written with ``"version": 2`` in its manifest and batches, and a manifest key::
+
+    "multiagent": {"api": "parallel" | "aec", "agents": [NAME, ...], "env": {...}}
+
+``agents`` are the env's ``possible_agents`` (1 to :data:`agents.MAX_AGENTS` distinct strings,
+in the env's order: the order of every per-agent vector below); ``env`` says what the writer
+knew of the env (``"name"``: its metadata name, ``"module"``/``"class"``: its unwrapped class,
+``"entry_point"`` ``"module:function"`` and ``"kwargs"`` when the user gave them, else null);
+readers MUST NOT require any of its keys. A version 1 manifest MUST NOT have ``"multiagent"``
+(readers MUST refuse one that does); a version 2 manifest without it is a single-agent recording
+(version 2 also marks compressed arrays and compactions). Everything else is as above:
+an episode is one sequence of rows in the single-agent layout, its spaces are Dict spaces built
+from the agents' spaces, K being the number of agents::
+
+    observation_space: Dict {
+        "observations": Dict {NAME: the agent's observation space, ...},
+        "observed": Box bool (K,)       the agent's slot of "observations" holds its value
+        "live": Box bool (K,)           the agent is in env.agents
+        "rewards": Box float64 (K,)     the step's rewards (Parallel: step()'s dict; AEC:
+                                        env.rewards)
+        "terminations", "truncations": Box bool (K,)
+        AEC only: "cumulative_rewards": Box float64 (K,)   env._cumulative_rewards, what
+                                        last() returns as reward
+                  "agent_selection": Box int64 ()          the index of env.agent_selection,
+                                        the agent to act next; -1 when env.agents is empty }
+    action_space: Dict {
+        "actions": Dict {NAME: the agent's action space, ...},
+        "given": Box bool (K,)          an action was given for the agent (not absent, not None) }
+
+A reader MUST refuse a version 2 manifest whose spaces do not have exactly these keys, these
+vector dtypes and shapes, and the agents as the keys of both inner Dicts. Observation row 0 is
+the state after ``reset``, row t the state after step (Parallel) or turn (AEC) t; action row t
+(0-based) is what led from row t to row t + 1. An agent's slot of a row that has no value for
+it holds a filler (zeros, the space's ``start``, null for VALUE leaves) with its mask false;
+so do its reward (0.0), termination and truncation (false) when the dicts lack its key.
+
+- Parallel: row t's per-agent values are the dicts ``reset`` (observations, infos) or
+  ``step`` returned, ``live`` is ``env.agents`` after the call.
+- AEC: row t holds what ``last()`` gives after turn t: ``agent_selection`` and that agent's
+  ``observe()`` (the only observation of the row: the other slots are fillers), the
+  cumulative rewards, terminations, truncations and ``env.rewards`` of every agent. An action
+  of None (a finished agent's turn) is recorded with ``given`` false, never a stale action.
+  Turn t + 1's acting agent is row t's ``agent_selection``.
+
+The INFOS row t is the env's per-agent infos dict (``step``/``reset``'s for Parallel,
+``env.infos`` for AEC; an infos value that is not a dict is kept as ``{"__infos__": value}``),
+with, under ``"__extra__"``, any key of the other dicts that is not an agent of ``agents``
+(PettingZoo allows extras such as ``"common"``), by dict: ``{"observations": {key: value},
+"rewards": ...}``. The entry's ``rewards``
+column is the row's sum of ``rewards``; the episode ends (``terminations``/``truncations``
+true) at the row where ``env.agents`` becomes empty: ``"truncated"`` when some agent's last
+truncation was true, else ``"terminated"``.
+
+Readers that know only single-agent recordings: a version 1 reader refuses version 2 by its
+version check; a reader of version 2 that gives multi-agent recordings no meaning of their own
+(an exporter, a viewer) MUST refuse them naming them ("multi-agent recordings are not
+supported"), never hand out the joint rows as one agent's.
 
 Commit protocol and durability
 ==============================
@@ -589,6 +652,11 @@ knows of (which the text above allows) refuses such batches. Later writers also 
 (and HEADER) key ``"action_names"``; readers that do not know it ignore it. Files without ``"format"``/``"version"`` whose prefix starts
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
+
+2 (gym_recorder 0.1, later): multi-agent (PettingZoo) recordings, see "Multi-agent
+recordings". Writers still write version 1 for single-agent recordings, which readers of
+version 1 read as before; version 2 files are exactly version 1 files with the
+``"multiagent"`` key and the joint spaces.
 
 Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no sizes, checksums or
 ``bin``; ``fn`` MUST be ``P.ep...json`` of the manifest's own prefix P), and a batch

@@ -138,6 +138,7 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         from ..edit.compact import reclaimable
 
         reclaim = sum(reclaimable(directory))
+        agents = _agent_returns(reader)
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                     "deleted": w["deleted"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
@@ -172,7 +173,30 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         "reclaimable": reclaim,
         "envs": envs,
         "episode_table": rows,
+        "multiagent": agents,
     }
+
+
+def _agent_returns(reader: RecordingReader) -> dict[str, Any] | None:
+    """For a multi-agent recording (its first writer): the api, the agents, each agent's
+    return (the sum of its step rewards) over the episodes (mean, min, max) and the env (its
+    entry point, else its metadata name). Reads every episode."""
+    first = next((m for m in reader._manifests if not m.legacy), None)
+    ma = None if first is None else first.multiagent
+    if ma is None:
+        return None
+    sums: list[np.ndarray] = []
+    for ep in reader:
+        if ep.multiagent is not None and ep.multiagent.agents == ma.agents:
+            sums.append(ep.observations["rewards"][1:].sum(axis=0))
+    table = np.array(sums, dtype=float).reshape(len(sums), len(ma.agents))
+    returns = {name: {"mean": _finite(float(table[:, k].mean())) if len(sums) else None,
+                      "min": _finite(float(table[:, k].min())) if len(sums) else None,
+                      "max": _finite(float(table[:, k].max())) if len(sums) else None}
+               for k, name in enumerate(ma.agents)}
+    env = ma.env.get("entry_point") or ma.env.get("name")
+    return {"api": ma.api, "agents": list(ma.agents), "returns": returns,
+            "env": env if isinstance(env, str) else None}
 
 
 # -- npz -----------------------------------------------------------------------------------------
@@ -235,6 +259,9 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
       observation before step row ``s`` of episode i is row ``s + i``.
     - ``episode_seeds`` (int64, E): the reset seed, -1 when none was passed.
     - ``episode_sub_envs`` (int64, E): the sub-environment of vector recordings, -1 otherwise.
+    - ``agents`` (str, K): for a multi-agent (PettingZoo) recording, its agents in the order of
+      the per-agent columns (``observations/rewards`` and the like: one column an agent); its
+      leaves are those of the joint rows (see "Multi-agent recordings" in the format spec).
 
     - ``infos/<key>`` (or ``infos/<key>/<sub>`` for nested dicts): S rows, the numeric info
       each step returned (see :mod:`gym_recorder.integrations.infocolumns`), in the dtype
@@ -261,7 +288,9 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
     """
     obs_parts: dict[str, list[Any]] = {}
     act_parts: dict[str, list[Any]] = {}
-    rewards, terms, truncs, lengths, seeds, subs = [], [], [], [], [], []
+    rewards, terms, truncs, seeds, subs = [], [], [], [], []
+    lengths: list[int] = []
+    agents: tuple[str, ...] | None = None
     step_infos: list[list[dict[str, Any]]] = []
     with RecordingReader(directory) as reader:
         ids = list(dict.fromkeys(w["env_id"] for w in reader.writers))
@@ -275,6 +304,11 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
         for ep in reader:
             if env_id is not None and ep.env_id != env_id:
                 continue
+            ma = ep.multiagent
+            if lengths and agents != (None if ma is None else ma.agents):
+                raise ExportError(f"episode {ep.index}: its agents ({ma and list(ma.agents)}) "
+                                  f"differ from earlier episodes' ({agents and list(agents)})")
+            agents = None if ma is None else ma.agents
             for parts, tree, prefix in ((obs_parts, ep.observations, "observations"),
                                         (act_parts, ep.actions, "actions")):
                 leaves = dict(flatten_tree(tree, prefix))
@@ -317,6 +351,8 @@ def export_npz(directory: str | os.PathLike[str], path: str | os.PathLike[str], 
         arrays[f"infos/{key}"] = column
         if key in infos.present:
             arrays[f"infos_present/{key}"] = infos.present[key]
+    if agents is not None:  # a multi-agent recording: the order of its per-agent columns
+        arrays["agents"] = np.array(agents, dtype=str)
     save: Any = np.savez_compressed if compress else np.savez
     path = os.fspath(path)
     with open(path, "wb") as f:

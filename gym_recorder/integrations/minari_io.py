@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..format.agents import parse_multiagent, refuse_multiagent
 from ..errors import (DatasetError, DatasetNotFoundError, EmptySelectionError, OutputExistsError,
                      ExportError, RecorderError, SpaceKeptAsWarning, SpecError,
                      UnsupportedSpaceError, require_extra)
@@ -367,6 +368,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
     with RecordingReader(directory) as reader:
         chosen = episode_indices(reader, episodes)
         source = selection_source(reader, chosen)  # (EmptySelectionError for no episodes)
+        refuse_multiagent(parse_multiagent(source.manifest, str(directory)), "Minari export")
         for space, what in ((source.observation_space, "observation space"),
                             (source.action_space, "action space")):
             _check_space(space, f"{directory}: {what}",

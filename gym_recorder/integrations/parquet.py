@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from ..errors import OutputExistsError, UnsupportedSpaceError, require_extra
 from ..format.fileio import remove_stale_temps, temp_sibling
 from .infocolumns import InfoColumns, info_columns
 from ..format import exact_in
+from ..format.agents import ACT_KEY, OBS_KEY, parse_multiagent
 from ..read.reader import RecordingReader
 from ..training.selection import SelectionSource, episode_indices, selection_source
 from ..format.spaces import describe_space
@@ -74,6 +75,8 @@ def _columns(t: Transitions, forced: dict[str, np.dtype[Any]] | None = None) -> 
             cols[name] = leaf
     cols.update(reward=t.reward, terminated=t.terminated, truncated=t.truncated,
                 episode=t.episode, step=t.step)
+    if t.agent is not None:  # a multi-agent recording: every agent's transitions, stacked
+        cols["agent"] = t.agent
     for name, dtype in (forced or {}).items():
         if name in cols and isinstance(cols[name], np.ndarray) and cols[name].dtype != dtype:
             cols[name] = _exactly(name, cols[name], dtype)
@@ -250,7 +253,8 @@ def _card(meta: dict[str, Any], files: int) -> str:
 
 def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
                    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-                   episodes: list[int] | None = None, infos: bool = True) -> dict[str, Any]:
+                   episodes: list[int] | None = None, infos: bool = True,
+                   agent: str | None = None) -> dict[str, Any]:
     """Writes a recording's steps as a Hugging Face style Parquet dataset folder ``out``.
 
     Args:
@@ -262,6 +266,9 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         infos: export the numeric infos as ``info.KEY`` columns (reading the infos takes a
             pass over the episodes of its own: about 2.4 times the export's time for Atari
             frames; False leaves them out).
+        agent: for a multi-agent recording, export only this agent's transitions (see
+            :func:`~gym_recorder.training.transitions.transitions`); by default every agent's,
+            with an ``agent`` column (the index in the recording's agents).
 
     Returns:
         ``{"path", "episodes", "steps", "files", "columns": {name: {"dtype", "shape"}},
@@ -293,7 +300,7 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
             while True:
                 try:
                     result = _write(pa, pq, reader, tmp, max_file_bytes, indices, source, forced,
-                                    infos)
+                                    infos, agent)
                     break
                 except _Widen as w:  # a leaf recorded wider in later batches: write it wide
                     forced[w.name] = w.dtype
@@ -310,14 +317,15 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
 
 def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: int,
            indices: list[int], source: SelectionSource,
-           forced: dict[str, np.dtype[Any]], with_infos: bool = True) -> dict[str, Any]:
+           forced: dict[str, np.dtype[Any]], with_infos: bool = True,
+           agent: str | None = None) -> dict[str, Any]:
     data = os.path.join(tmp, "data")
     os.mkdir(data)
     summaries = [reader.summary(i) for i in indices]
     infos = info_columns(reader[i].infos[1:] if s.length and with_infos else []
                          for i, s in zip(indices, summaries))
     info_names = _info_names(infos)
-    first = _columns(transitions(reader, indices[:1]), forced)
+    first = _columns(transitions(reader, indices[:1], agent=agent), forced)
     first.update(_info_slice(infos, info_names, 0, summaries[0].length))
     first = {n: (v.values if isinstance(v, _Masked) else v) for n, v in first.items()}
     row_bytes = _row_bytes(first)
@@ -330,12 +338,14 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     writer, in_file, schema = None, 0, None
     chunk: list[int] = []
     chunk_rows = 0
+    written = [0]
 
     done = 0  # step rows written so far (the info columns' rows are the selection's)
 
     def flush_chunk() -> None:
         nonlocal writer, in_file, schema, done
-        t = transitions(reader, chunk)
+        t = transitions(reader, chunk, agent=agent)
+        written[0] += len(t)
         cols = _columns(t, forced)
         cols.update(_info_slice(infos, info_names, done, done + len(t)))
         done += len(t)
@@ -396,15 +406,22 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
         os.rename(part, os.path.join(data, name))
         names.append(f"data/{name}")
     manifest = source.manifest
+    obs_space, act_space = source.observation_space, source.action_space
+    ma = parse_multiagent(manifest, str(reader.directory))
+    if ma is not None:  # the rows are one agent's transitions each: its spaces (they agree)
+        obs_space = cast(Any, obs_space)[OBS_KEY][agent or ma.agents[0]]
+        act_space = cast(Any, act_space)[ACT_KEY][agent or ma.agents[0]]
     meta = {"format": "gym_recorder-parquet", "version": 1, "exported_by": __version__,
             "recorder": (manifest.get("writer") or {}).get("library_version"),
             "env_id": source.env_id, "env_spec": manifest.get("env_spec"),
             "metadata": manifest_metadata(manifest),
-            "observation_space": describe_space(source.observation_space),
-            "action_space": describe_space(source.action_space),
-            "observation_space_str": str(source.observation_space),
-            "action_space_str": str(source.action_space),
-            "steps": int(sum(s.length for s in summaries)), "files": names, "columns": columns,
+            "observation_space": describe_space(obs_space),
+            "action_space": describe_space(act_space),
+            "observation_space_str": str(obs_space),
+            "action_space_str": str(act_space),
+            "multiagent": None if ma is None else {"api": ma.api, "agents": list(ma.agents),
+                                                    "agent": agent},
+            "steps": written[0], "files": names, "columns": columns,
             "infos_left_out": infos.left_out,
             "episodes": [{"index": s.index, "length": s.length,
                           "return": s.total_reward if np.isfinite(s.total_reward) else None,

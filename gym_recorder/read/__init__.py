@@ -6,5 +6,6 @@ leaves stored outside their space) -> ``assemble`` (parts into episodes, whole-r
 and summaries; ``rows``: rows of one episode; ``stepindex``: step columns through the batches'
 indexes) -> ``reader`` (:class:`RecordingReader`; ``batchcache``: the parsed batches it keeps)
 -> ``episode`` (what it hands out). ``legacy`` reads gym-recording files, ``envgroups`` groups
-episodes by env, ``batches`` walks a recording batch by batch.
+episodes by env, ``batches`` walks a recording batch by batch. ``agents`` cuts each agent's
+rows out of a multi-agent (PettingZoo) episode (``Episode.agents``).
 """

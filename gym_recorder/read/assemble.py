@@ -51,7 +51,7 @@ def make_episode(m: Manifest, index: int, first: PartData, last: PartData, obs: 
                    actions=tree(act_layout(m), act), rewards=rewards, terminations=terminations,
                    truncations=truncations, infos=infos, seed=first.seed, options=first.options,
                    env_id=m.env_id, end=last.end, sub_env=first.sub_env, writer=m.prefix,
-                   no_reset=first.no_reset)
+                   no_reset=first.no_reset, multiagent=m.multiagent)
 
 
 def fast_episode(m: Manifest, p: FastPart, index: int) -> Episode:
@@ -65,7 +65,7 @@ def fast_episode(m: Manifest, p: FastPart, index: int) -> Episode:
         rewards=p.rewards.copy(), terminations=p.terminations.copy(),
         truncations=p.truncations.copy(), infos=[{} for _ in range(p.info_rows)],
         seed=p.seed, options=None, env_id=m.env_id, end=p.end, sub_env=p.sub_env,
-        writer=m.prefix, no_reset=p.no_reset)
+        writer=m.prefix, no_reset=p.no_reset, multiagent=m.multiagent)
     return episode
 
 

@@ -34,6 +34,8 @@ class Episode:
         writer: the file prefix of the writer that recorded it.
         no_reset: True if the episode was stepped without a reset after the previous one ended
             (its first observation is that episode's last).
+        multiagent: for a multi-agent (PettingZoo) recording, its api and agents (see
+            :attr:`agents`); else None.
     """
 
     index: int
@@ -50,6 +52,7 @@ class Episode:
     sub_env: int | None
     writer: str
     no_reset: bool = False
+    multiagent: Any = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -63,6 +66,20 @@ class Episode:
     def total_reward(self) -> float:
         """The undiscounted return."""
         return float(self.rewards.sum())
+
+    @property
+    def agents(self) -> Any:
+        """Each agent's arrays, by name, for a multi-agent recording (see
+        :class:`gym_recorder.read.agents.AgentEpisode`).
+
+        Raises:
+            AttributeError: for a single-agent recording.
+        """
+        if self.multiagent is None:
+            raise AttributeError("a single-agent episode has no agents")
+        from .agents import agent_episodes
+
+        return agent_episodes(self)
 
 
 class EpisodeSummary(NamedTuple):

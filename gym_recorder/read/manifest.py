@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..format.agents import MultiAgent, parse_multiagent
 from ..format.fileio import loads
 from ..format import (LEGACY_PREFIX, MANIFEST_SUFFIX, MAX_JSON_BYTES, check_batch_entry,
                      check_version, is_legacy)
@@ -53,6 +54,7 @@ class Manifest:
         observation_space_desc, action_space_desc: the SPACE descriptions (None if legacy).
         obs_layout, act_layout: their :class:`~gym_recorder.format.spaces.Layout` (None if legacy).
         vector: the manifest's "vector" object, or None.
+        multiagent: the checked "multiagent" object of a multi-agent recording, or None.
         complete: True once the writer was closed cleanly.
         doc: the whole manifest document.
         batches: the BATCH objects, validated, in commit order.
@@ -84,6 +86,7 @@ class Manifest:
             self.env_id = None
             self.observation_space_desc = self.action_space_desc = None
             self.vector = None
+            self.multiagent: MultiAgent | None = None
         else:
             check_version(doc, where)
             prefix = doc.get("prefix")
@@ -99,6 +102,7 @@ class Manifest:
             self.obs_layout = Layout(self.observation_space_desc, f"{where} observation_space")
             self.act_layout = Layout(self.action_space_desc, f"{where} action_space")
             self.vector = doc.get("vector") if isinstance(doc.get("vector"), dict) else None
+            self.multiagent = parse_multiagent(doc, where)
         self.complete = doc.get("complete") is True
         self.doc = doc
         batches = doc.get("batches")

@@ -4,5 +4,7 @@ The way an observation goes: ``wrapper`` (Gymnasium's reset/step protocol; ``vec
 envs) -> ``session`` (when to commit) -> ``buffer`` (columns of steps; ``vector_buffer`` for
 vector envs) -> ``batch`` (the buffer-to-encoder contract) -> ``batchqueue`` (to the writer
 thread) -> ``encode`` (pure: a batch's .bin bytes and JSON text) -> ``writer`` (the thread,
-retries, fsync, then the manifest: the commit).
+retries, fsync, then the manifest: the commit). ``multiagent`` (PettingZoo's AEC and Parallel
+protocols, needs the ``pettingzoo`` extra) turns each turn or step into a row of joint spaces
+and feeds the same session and buffer.
 """

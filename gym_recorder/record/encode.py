@@ -352,6 +352,7 @@ class BatchEncoder:
                  act_layout: Layout, codec: Codec | None = None) -> None:
         self._prefix = prefix
         self._codec = codec
+        self._version = batch_header.get("version", RAW_FORMAT_VERSION)
         self._obs_layout = obs_layout
         self._act_layout = act_layout
         self._header_json = dumps(batch_header)
@@ -380,7 +381,8 @@ class BatchEncoder:
         entries = self.entries(first, batch, sink, json_name, columns)
         index = _batch_index(sink, batch, columns)
         sink.finish()
-        version = FORMAT_VERSION if sink.codecs else RAW_FORMAT_VERSION
+        # (2 where an array is compressed, or where the writer's header says 2: multi-agent)
+        version = max(self._version, FORMAT_VERSION if sink.codecs else RAW_FORMAT_VERSION)
         doc = b"".join([
             dumps({"format": FORMAT_NAME, "version": version, "prefix": self._prefix,
                    "first": first})[:-1],

@@ -2,5 +2,6 @@
 
 ``drive`` (record a registered env driven by a policy: ``gym-recorder record``), ``run`` (make
 the recorded env again and replay: ``gym-recorder replay``), ``vector`` (native vector envs),
-``compare`` (the one rule of what "the same" means).
+``compare`` (the one rule of what "the same" means); ``drive_agents`` and ``multiagent``: the
+same for PettingZoo envs (``module:function`` entry points).
 """

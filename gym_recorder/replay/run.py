@@ -25,6 +25,7 @@ from typing import Any, cast
 import numpy as np
 
 from .compare import EpisodeCheck, first_difference, same_float, tree_row
+from .multiagent import MultiAgentStreams
 from ..format.envspec import MAKE_VEC_ARGUMENTS, USER_MODULES, EnvRebuilder, import_modules
 from ..errors import ReplayError, SpecError  # (ReplayError stays importable from here)
 from ..read.reader import RecordingReader
@@ -317,10 +318,13 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
         factories: dict[str, tuple[Any, ...]] = {}
         streams: dict[tuple[Any, ...], _Stream] = {}
         whole: dict[int, EpisodeCheck] = {}  # checks of native vector writers, replayed whole
+        agents = MultiAgentStreams(env_kwargs)  # (PettingZoo recordings)
         try:
             for i in indices:
                 ep = reader[i]
-                if _native_vector(writers[ep.writer]):
+                if ep.multiagent is not None:
+                    check = agents.check(ep)
+                elif _native_vector(writers[ep.writer]):
                     if i not in whole:
                         whole.update(_replay_whole_vector(reader, writers[ep.writer], render,
                                                           env_kwargs))
@@ -335,6 +339,7 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
         finally:
             for s in streams.values():
                 s.close()
+            agents.close()
 
 
 def _native_vector(writer: Mapping[str, Any]) -> bool:

@@ -1,5 +1,6 @@
 """Training: a recording as what learners want (selections, transitions, samples, datasets).
 
 ``selection`` (choosing episodes and splits), ``transitions`` (flat transition arrays),
-``sampling`` (episodes and windows), ``datasets`` (map-style datasets for PyTorch and friends).
+``sampling`` (episodes and windows), ``datasets`` (map-style datasets for PyTorch and friends);
+``agents``: one agent's transitions in a multi-agent recording (``transitions(agent=...)``).
 """

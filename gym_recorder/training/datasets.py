@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..format.agents import refuse_multiagent
 from ..read.episode import BatchInfo, EpisodePart
 from ..errors import EmptySelectionError, FormatError
 from ..read.reader import Episode, RecordingReader
@@ -162,6 +163,8 @@ class _RecordingDataset:
         self._fits: bool | None = None  # (see _source)
         self._writers: list[str] = []  # (set below: until then a reader needs no resolving)
         reader = self._reader()
+        for m in reader._manifests:  # (their rows are every agent's at once)
+            refuse_multiagent(m.multiagent, f"{type(self).__name__} ({self.location})")
         self.episodes = np.asarray(episode_indices(reader, episodes), dtype=np.int64)
         if len(self.episodes) == 0:
             raise EmptySelectionError(f"no episodes selected in {self.location}")

@@ -19,15 +19,18 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..format.agents import ACT_KEY, OBS_KEY, MultiAgent, parse_multiagent
 from ..read.assemble import join_rows
 from ..errors import EmptySelectionError, UnsupportedSpaceError
 from ..read.reader import RecordingReader
+from .agents import agent_columns
 from .selection import episode_indices, selection_source
 
 __all__ = ["Transitions", "transitions", "STACK_PADDINGS", "tree_map", "tree_leaves", "take_rows", "gather",
@@ -116,6 +119,8 @@ class Transitions:
         observations: every observation of the selection, each episode's N + 1 rows in turn.
         episodes: int64 reader indices of the selected episodes, in order.
         starts: int64 first step row of each selected episode (E + 1 entries, the last is S).
+        agent: for a multi-agent recording, the int64 index (in the recording's agents) of
+            each step's agent; else None.
     """
 
     obs: Any
@@ -129,6 +134,7 @@ class Transitions:
     observations: Any
     episodes: np.ndarray
     starts: np.ndarray
+    agent: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.reward)
@@ -136,10 +142,13 @@ class Transitions:
     def rows(self, rows: np.ndarray | Sequence[int]) -> dict[str, Any]:
         """The given step rows as a dict of (trees of) arrays: one batch for a learner."""
         rows = np.asarray(rows, dtype=np.int64)
-        return {"obs": gather(self.obs, rows), "next_obs": gather(self.next_obs, rows),
-                "action": gather(self.action, rows), "reward": self.reward[rows],
-                "terminated": self.terminated[rows], "truncated": self.truncated[rows],
-                "episode": self.episode[rows], "step": self.step[rows]}
+        out = {"obs": gather(self.obs, rows), "next_obs": gather(self.next_obs, rows),
+               "action": gather(self.action, rows), "reward": self.reward[rows],
+               "terminated": self.terminated[rows], "truncated": self.truncated[rows],
+               "episode": self.episode[rows], "step": self.step[rows]}
+        if self.agent is not None:
+            out["agent"] = self.agent[rows]
+        return out
 
     def sample(self, n: int, rng: np.random.Generator, *, replace: bool = True) -> dict[str, Any]:
         """``n`` steps drawn uniformly with ``rng`` (reproducible for a seeded Generator).
@@ -214,7 +223,8 @@ STACK_PADDINGS = ("reset", "zero")
 
 
 def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None, *,
-                stack: int | None = None, padding: str = "reset") -> Transitions:
+                stack: int | None = None, padding: str = "reset",
+                agent: str | None = None) -> Transitions:
     """Builds the flat transitions of the given episodes (all by default), in that order.
 
     Args:
@@ -228,10 +238,18 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None, 
         padding: before an episode's first observation, ``"reset"`` repeats it,
             ``"zero"`` gives zeros (FrameStackObservation's ``padding_type``).
 
+        agent: for a multi-agent recording, the agent whose transitions to build (from each of
+            its rows at which it acted to its next row, see :mod:`gym_recorder.training.agents`);
+            None: every agent's, episode by episode, with an ``agent`` column, when all agents
+            have the same spaces.
+
+
     Raises:
         EmptySelectionError: if there are no episodes.
-        UnsupportedSpaceError: if episodes of the selection have different structures, or
-            ``stack`` meets a leaf stored as values (Text, rows of other shapes).
+        UnsupportedSpaceError: if episodes of the selection have different structures,
+            ``stack`` meets a leaf stored as values (Text, rows of other shapes), ``agent`` is
+            given for a single-agent recording, or is None for agents of different spaces.
+        KeyError: for an agent the recording does not have.
         ValueError: if ``stack`` is not an int >= 1 or ``padding`` not one of
             :data:`STACK_PADDINGS`.
     """
@@ -241,7 +259,11 @@ def transitions(reader: RecordingReader, episodes: Iterable[int] | None = None, 
     if padding not in STACK_PADDINGS:
         raise ValueError(f"padding must be one of {', '.join(STACK_PADDINGS)}, got {padding!r}")
     indices = episode_indices(reader, episodes)
-    selection_source(reader, indices)  # one set of spaces (else UnsupportedSpaceError), or empty
+    # one set of spaces (else UnsupportedSpaceError), or empty
+    source = selection_source(reader, indices)
+    ma = parse_multiagent(source.manifest, str(reader.directory)) if source.manifest else None
+    if ma is not None or agent is not None:
+        return _agent_transitions(reader, indices, ma, agent, source.manifest)
     # Through the batches' indexes when they have them (no JSON parsed), else batch by batch.
     stacked = reader._stacked(indices) if isinstance(reader, RecordingReader) else None
     if stacked is not None:
@@ -301,6 +323,62 @@ def _stacked(observations: Any, first: np.ndarray, at: np.ndarray, k: int,
         return out
 
     return tree_map(leaf, observations)
+
+
+def _agent_transitions(reader: RecordingReader, indices: Sequence[int], ma: MultiAgent | None,
+                       agent: str | None, manifest: dict[str, Any]) -> Transitions:
+    where = str(reader.directory)
+    if ma is None:
+        raise UnsupportedSpaceError(f"{where}: agent={agent!r} given, but this is a "
+                                    "single-agent recording")
+    names = [agent] if agent is not None else list(ma.agents)
+    for name in names:
+        ma.index(name)  # (KeyError naming the agents)
+    if agent is None:
+        descs = {json.dumps([dict(manifest["observation_space"]["spaces"])[OBS_KEY]["spaces"][i][1],
+                             dict(manifest["action_space"]["spaces"])[ACT_KEY]["spaces"][i][1]],
+                            sort_keys=True)
+                 for i in range(len(ma.agents))}
+        if len(descs) > 1:
+            raise UnsupportedSpaceError(f"{where}: the agents have different spaces; pass "
+                                        f"agent=NAME (one of {list(ma.agents)})")
+    obs_parts, act_parts, obs_idx, rew, term, trunc, ep_col, step, who = ([] for _ in range(9))
+    lengths = []
+    offset = 0
+    for i, obs, act, *_ in _episode_columns(reader, indices):
+        n = 0
+        for name in names:
+            cols = agent_columns(ma, name, obs, act)
+            obs_parts.append(cols.observations)
+            act_parts.append(gather(cols.actions, cols.act_rows))
+            obs_idx.append(cols.obs_rows + offset)
+            offset += _rows(cols.observations)
+            rew.append(cols.reward)
+            term.append(cols.terminated)
+            trunc.append(cols.truncated)
+            ep_col.append(np.full(len(cols.reward), i, np.int64))
+            step.append(cols.act_rows.astype(np.int64))
+            who.append(np.full(len(cols.reward), ma.index(name), np.int64))
+            n += len(cols.reward)
+        lengths.append(n)
+    observations = concat(obs_parts, f"{where} observations")
+    rows = _cat(obs_idx, np.int64)
+    starts = np.zeros(len(indices) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(lengths, np.int64), out=starts[1:])
+    return Transitions(obs=gather(observations, rows), next_obs=gather(observations, rows + 1),
+                       action=concat(act_parts, f"{where} actions"),
+                       reward=_cat(rew, np.float64), terminated=_cat(term, np.bool_),
+                       truncated=_cat(trunc, np.bool_), episode=_cat(ep_col, np.int64),
+                       step=_cat(step, np.int64), observations=observations,
+                       episodes=np.asarray(indices, dtype=np.int64), starts=starts,
+                       agent=_cat(who, np.int64))
+
+
+def _rows(tree: Any) -> int:
+    """The number of rows of a space-shaped value."""
+    for _, leaf in tree_leaves(tree):
+        return len(leaf)
+    return 0
 
 
 def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

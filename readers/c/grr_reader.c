@@ -60,6 +60,9 @@ static int load_manifest(grr_reader *r, const char *name, grr_writer *w) {
             return grr_fail(r, "%s: format is not 'gym_recorder'", name);
         if (!json_is_integer(ver) || json_integer_value(ver) < 1)
             return grr_fail(r, "%s: bad format version", name);
+        if (json_object_get(doc, "multiagent"))
+            return grr_fail(r, "%s: a multi-agent (PettingZoo) recording; this reader reads "
+                            "single-agent recordings only", name);
         if (json_integer_value(ver) > 2)
             return grr_fail(r, "%s: format version %lld is newer than this reader (2)", name,
                             (long long)json_integer_value(ver));

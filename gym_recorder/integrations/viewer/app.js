@@ -14,6 +14,7 @@ const loaded = later.then(([frames, panels, infos, dataset]) => {
   ({ robustOutliers, dimensionStats } = dataset);
 });
 import { filteredSorted, rowHTML, treeHTML } from "./table.js";
+import { agentLeaves, columnNames, showPicker } from "./agents.js";
 
 const $ = (id) => document.getElementById(id);
 const FPS = 30;                 // playback frames per second at 1x
@@ -29,6 +30,7 @@ const state = {
   sortKey: "index", sortDir: 1, filter: "",
   episode: null, data: null, step: 0, steps: 0,
   chosen: new Set(), chosenInit: false,   // leaf paths shown (kept across episodes)
+  agent: "",                              // multi-agent recordings: the agent shown, "" all
   hidden: new Set(),                      // series names toggled off (kept across episodes)
   charts: [], players: [], series: new Map(), infoSeries: new Map(), markers: [],
   view: { x0: 0, x1: 1, max: 1, yZoom: 1 },  // the step range every panel shows (shared)
@@ -140,6 +142,7 @@ async function selectEpisode(index, step) {
   $("scrub").max = String(ep.length);
   state.returnChart.setCursor(ep.index);
   state.lengthChart.setCursor(ep.index);
+  state.agent = showPicker($("agent"), ep.multiagent, state.agent);
   renderTree(leaves);
   buildViews();
   await setStep(Math.max(0, Math.min(step, ep.length)), true);
@@ -150,7 +153,9 @@ async function selectEpisode(index, step) {
 function panelGroups() {
   const groups = [], cmp = state.compare, names = state.episode.writer.actionNames;
   const add = (title, path, cols, extra = {}) => {
-    const dims = cols.length === 1 && !(state.leaves.get(path)?.rowShape?.length) ? [title] : cols.map((_, j) => `${title}[${j}]`);
+    const leaf = state.leaves.get(path);
+    const dims = cols.length === 1 && !(leaf?.rowShape?.length) ? [title]
+      : leaf ? columnNames(leaf, cols, state.episode.multiagent) : cols.map((_, j) => `${title}[${j}]`);
     groups.push({ title, names: dims, cols, compare: cmp ? cmp.series.get(path) : null, ...extra });
   };
   for (const leaf of state.leaves.values()) {
@@ -161,6 +166,14 @@ function panelGroups() {
       { step: discrete, yLabels: named ? names : null, yLabelStart: named ? state.episode.writer.actionStart : 0 });
   }
   if (state.series.has("rewards")) add("rewards", "rewards", state.series.get("rewards"));
+  // Multi-agent recordings: each agent's rewards, one panel an agent (the picker's agent only).
+  const ma = state.episode.multiagent, perAgent = state.series.get("observations/rewards");
+  if (ma && perAgent && perAgent.length === ma.agents.length) {
+    const shown = ma.agents.map((a, j) => [a, j]).filter(([a]) => !state.agent || a === state.agent);
+    const cmpAgent = cmp ? cmp.series.get("observations/rewards") : null;
+    groups.push({ title: "rewards by agent", names: shown.map(([a]) => a), cols: shown.map(([, j]) => perAgent[j]),
+      compare: cmpAgent ? shown.map(([, j]) => cmpAgent[j]) : null });
+  }
   if (state.infoSeries.size) {
     const keys = [...state.infoSeries.keys()];
     groups.push({ title: "infos", names: keys, cols: keys.map((k) => state.infoSeries.get(k)),
@@ -366,6 +379,13 @@ function wire() {
     const path = ev.target.dataset.leaf;
     if (!path) return;
     if (ev.target.checked) state.chosen.add(path); else state.chosen.delete(path);
+    buildViews();
+    setStep(state.step, true);
+  });
+  $("agent").addEventListener("change", (ev) => {
+    state.agent = ev.target.value;
+    if (state.agent) state.chosen = new Set(agentLeaves(state.leaves, state.agent));
+    renderTree(state.leaves);
     buildViews();
     setStep(state.step, true);
   });

@@ -219,6 +219,20 @@ function addToLeaves(leaves, kind, entry, legacy, rows, where) {
   });
 }
 
+/** A version 2 manifest's "multiagent" ({api, agents}: PettingZoo recordings), checked; null
+ * for a single-agent one (see "Multi-agent recordings" in the format spec). */
+function multiAgentOf(name, doc) {
+  const ma = doc.multiagent;
+  if ((doc.version === 2) !== (ma !== undefined)) throw new ViewerError(`${name}: format version ${doc.version} ${ma === undefined ? "without" : "with"} 'multiagent'`);
+  if (ma === undefined) return null;
+  const agents = ma && Array.isArray(ma.agents) ? ma.agents : null;
+  if (!ma || !["parallel", "aec"].includes(ma.api) || !agents || !agents.length
+      || !agents.every((a) => typeof a === "string") || new Set(agents).size !== agents.length) {
+    throw new ViewerError(`${name}: 'multiagent' must have api "parallel" or "aec" and distinct agent names`);
+  }
+  return { api: ma.api, agents };
+}
+
 /** One writer: its manifest and batches. */
 class Writer {
   constructor(name, doc) {
@@ -228,6 +242,7 @@ class Writer {
     if (this.legacy && !name.startsWith(LEGACY_PREFIX)) throw new ViewerError(`${name}: no format/version and not a gym-recording manifest`);
     if (!this.legacy && doc.format !== "gym_recorder") throw new ViewerError(`${name}: format is ${JSON.stringify(doc.format)}`);
     if (!this.legacy && doc.version > 2) throw new ViewerError(`${name}: format version ${doc.version} is newer than this viewer`);
+    this.multiagent = this.legacy ? null : multiAgentOf(name, doc);
     this.prefix = name.slice(0, -MANIFEST_SUFFIX.length);
     this.created = (!this.legacy && typeof doc.created === "string") ? doc.created : "";
     this.envId = (!this.legacy && typeof doc.env_id === "string") ? doc.env_id : null;
@@ -389,6 +404,7 @@ function summarise(ep) {
   ep.writerName = ep.writer.prefix;
   ep.writerLabel = ep.writer.label;
   ep.env = ep.writer.envId;
+  ep.multiagent = ep.writer.multiagent;
   if (ep.legacy) {
     const o = first.observations;
     const rows = isRef(o) ? (o.shape[0] || 0) : Array.isArray(o) ? o.length : 0;

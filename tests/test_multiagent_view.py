@@ -1,0 +1,89 @@
+"""The viewer page on multi-agent recordings (headless Chromium): every agent's reward column
+named by agent and charted in "rewards by agent", the agent picker showing one agent's leaves,
+and a manifest whose "multiagent" lies refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
+from test_view_page import Served, driver, open_page, wait_for  # noqa: E402,F401
+
+from gym_recorder import RecordingReader  # noqa: E402
+
+
+def _record(directory):
+    from pettingzoo.butterfly import knights_archers_zombies_v11 as kaz
+
+    from gym_recorder.record.multiagent import RecordingParallelWrapper
+
+    env = RecordingParallelWrapper(kaz.parallel_env(max_cycles=80, spawn_delay=3), directory)
+    env.reset(seed=4)
+    for a in env.possible_agents:
+        env.action_space(a).seed(4)
+    while env.agents:
+        env.step({a: env.action_space(a).sample() for a in env.agents})
+    env.close()
+
+
+CHARTS = ("return window.viewer.state.charts.map(c => c.series.map(s => "
+          "[s.name, Array.from(s.data)]))")
+
+
+def test_rewards_by_agent_and_the_agent_picker(driver, tmp_path):
+    rec = tmp_path / "rec"
+    _record(rec)
+    with RecordingReader(rec) as reader:
+        ep = reader[0]
+        agents = list(ep.multiagent.agents)
+        rewards = ep.observations["rewards"]
+    served = Served(rec)
+    try:
+        open_page(driver, served.url)
+        charts = driver.execute_script(CHARTS)
+        by_agent = [c for c in charts if [name for name, _ in c] == agents]
+        assert len(by_agent) == 1
+        for k, (_, data) in enumerate(by_agent[0]):
+            np.testing.assert_array_equal(np.array(data), rewards[:, k])
+        # Pick one agent: its leaves are shown, and its rewards alone.
+        driver.execute_script(
+            "const s = document.getElementById('agent'); s.value = arguments[0];"
+            "s.dispatchEvent(new Event('change'))", "knight_1")
+        chosen = wait_for(driver, "return [...window.viewer.state.chosen]",
+                          lambda c: c and all("knight_1" in p for p in c))
+        assert "observations/observations/knight_1" in chosen
+        assert "actions/actions/knight_1" in chosen
+        charts = driver.execute_script(CHARTS)
+        assert ["knight_1"] in [[name for name, _ in c] for c in charts]
+        names = {name for c in charts for name, _ in c}
+        assert "actions/actions/knight_1" in names and "actions/actions/knight_0" not in names
+        checked = driver.execute_script(
+            "return [...document.querySelectorAll('#tree input:checked')].map(i => i.dataset.leaf)")
+        assert checked == ["actions/actions/knight_1"]  # (a 27x5 observation has no box)
+        assert not driver.execute_script(
+            "return document.getElementById('agent').parentElement.hidden")
+    finally:
+        served.close()
+
+
+def test_a_lying_multiagent_manifest_is_refused_by_name(driver, tmp_path):
+    rec = tmp_path / "rec"
+    _record(rec)
+    path = next(rec.glob("*.manifest.json"))
+    doc = json.loads(path.read_text())
+    doc["multiagent"]["agents"] = ["a", "a"]
+    path.write_text(json.dumps(doc))
+    served = Served(rec)
+    try:
+        driver.get(served.url)
+        wait_for(driver, "return document.body.dataset.state", lambda s: s == "error")
+        text = driver.execute_script("return document.getElementById('error').textContent")
+        assert "'multiagent' must have" in text
+    finally:
+        served.close()
