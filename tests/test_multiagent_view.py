@@ -32,8 +32,9 @@ def _record(directory):
     env.close()
 
 
-CHARTS = ("return window.viewer.state.charts.map(c => c.series.map(s => "
-          "[s.name, Array.from(s.data)]))")
+# Every panel (one per dimension) as [its group's title, its series' name, its data].
+CHARTS = ("return window.viewer.state.charts.map(c => [c.canvas.parentElement.dataset.group, "
+          "c.series[0].name, Array.from(c.series[0].data)])")
 
 
 def test_rewards_by_agent_and_the_agent_picker(driver, tmp_path):
@@ -47,9 +48,9 @@ def test_rewards_by_agent_and_the_agent_picker(driver, tmp_path):
     try:
         open_page(driver, served.url)
         charts = driver.execute_script(CHARTS)
-        by_agent = [c for c in charts if [name for name, _ in c] == agents]
-        assert len(by_agent) == 1
-        for k, (_, data) in enumerate(by_agent[0]):
+        by_agent = [(name, data) for group, name, data in charts if group == "rewards by agent"]
+        assert [name for name, _ in by_agent] == agents
+        for k, (_, data) in enumerate(by_agent):
             np.testing.assert_array_equal(np.array(data), rewards[:, k])
         # Pick one agent: its leaves are shown, and its rewards alone.
         driver.execute_script(
@@ -60,8 +61,8 @@ def test_rewards_by_agent_and_the_agent_picker(driver, tmp_path):
         assert "observations/observations/knight_1" in chosen
         assert "actions/actions/knight_1" in chosen
         charts = driver.execute_script(CHARTS)
-        assert ["knight_1"] in [[name for name, _ in c] for c in charts]
-        names = {name for c in charts for name, _ in c}
+        assert [name for group, name, _ in charts if group == "rewards by agent"] == ["knight_1"]
+        names = {name for _, name, _ in charts}
         assert "actions/actions/knight_1" in names and "actions/actions/knight_0" not in names
         checked = driver.execute_script(
             "return [...document.querySelectorAll('#tree input:checked')].map(i => i.dataset.leaf)")

@@ -133,12 +133,12 @@ def summarize(directory: str | os.PathLike[str]) -> dict[str, Any]:
         for r in rows:  # the stable id: the writer's own number of the episode
             r["number"] = reader.stable_id(r["index"])[1]
         deleted = sum(w["deleted"] for w in writers)
+        agents = _agent_returns(reader)
     reclaim = 0
     if deleted or reader.edits.replaced:
         from ..edit.compact import reclaimable
 
         reclaim = sum(reclaimable(directory))
-        agents = _agent_returns(reader)
     writer_rows = [{"prefix": w["prefix"], "env_id": w["env_id"], "episodes": w["episodes"],
                     "deleted": w["deleted"],
                     "batches": w["batches"], "complete": w["complete"], "legacy": w["legacy"],
