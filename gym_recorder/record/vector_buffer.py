@@ -220,6 +220,12 @@ class VectorStepBuffer(ColumnBuffer):
         self._last_obs: list[list[Any] | None] = [None] * num_envs  # DISABLED: for no_reset episodes
         self._alloc()
 
+    def discard(self) -> None:
+        """Forgets everything buffered and every open episode (in a forked child: the parent
+        writes them); episodes are numbered from 0 again, for a new writer."""
+        VectorStepBuffer.__init__(self, self._obs_layout, self._act_layout, self.num_envs,
+                                  self.mode, self._target, self._record_infos, self._info_filter)
+
     # -- columns ---------------------------------------------------------------------------
 
     def _alloc(self) -> None:
