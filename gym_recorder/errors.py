@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 __all__ = [
     "RecorderError",
     "FormatError",
@@ -13,6 +16,7 @@ __all__ = [
     "RecorderWarning",
     "OutsideSpaceWarning",
     "write_error",
+    "user_stacklevel",
     "StorageError",
     "EmptySelectionError",
     "OutputExistsError",
@@ -58,6 +62,18 @@ class RecorderWarning(UserWarning):
 
 class OutsideSpaceWarning(RecorderWarning):
     """An env returned (or was given) a value outside its declared space; it is kept exactly."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by our caller point at the user's line:
+    the first frame outside this package, however deep the recorder issued it."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(2)  # (our caller's caller: stacklevel 2 of our caller's warning)
+    level = 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def write_error(message: str, cause: BaseException | None) -> WriteError:

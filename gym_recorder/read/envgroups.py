@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import warnings
 from typing import Any
 
 import numpy as np
 
-from ..errors import RecorderWarning
+from ..errors import RecorderWarning, user_stacklevel
 from ..format import MANIFEST_SUFFIX
 
 __all__ = ["group_envs", "env_ids_in", "other_env_ids", "warn_if_other_envs", "MixedEnvsWarning"]
@@ -114,18 +113,6 @@ def other_env_ids(directory: str, env_id: Any, own_manifest: str) -> list[str]:
                    if other != env_id})
 
 
-def _user_stacklevel() -> int:
-    """The stacklevel, for a warning issued by our caller, of the first frame outside this
-    package (the user's line that made the writer, however deep the recorder made it)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(2)  # (our caller's caller: stacklevel 2 of our caller's warning)
-    level = 2
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
-        frame = frame.f_back
-        level += 1
-    return level
-
-
 def warn_if_other_envs(directory: str, env_id: Any, own_manifest: str) -> None:
     """Warns (once for this writer) when its env is new to a directory that holds recordings
     of other envs; a writer adding to an env already recorded there is not warned.
@@ -143,4 +130,4 @@ def warn_if_other_envs(directory: str, env_id: Any, own_manifest: str) -> None:
         warnings.warn(
             f"{directory} already holds recordings of {', '.join(others)}; this writer records "
             f"{_label(env_id)} beside them (info, plot and export group episodes by env id; "
-            "export needs --env to choose one)", MixedEnvsWarning, stacklevel=_user_stacklevel())
+            "export needs --env to choose one)", MixedEnvsWarning, stacklevel=user_stacklevel())

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from ..errors import OutsideSpaceWarning, UnsupportedValueError
+from ..errors import OutsideSpaceWarning, UnsupportedValueError, user_stacklevel
 from ..format import exact_in
 from ..format.spaces import ArrayLeaf, Layout
 from ..format.values import record_info, snapshot
@@ -99,6 +99,7 @@ class ColumnBuffer:
         self._obs_cols: list[Any] = []
         self._act_cols: list[Any] = []
         self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
+        self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
         self._obs0: np.ndarray | None = None  # the one column of a single-leaf space, if stacked
         self._act0: np.ndarray | None = None
 
@@ -154,6 +155,58 @@ class ColumnBuffer:
                 self._act0 = col
         return col
 
+    def _fit(self, cols: list[Any], j: int, v: Any, row_shape: tuple[int, ...],
+             written_exact_in: Callable[[np.dtype[Any]], bool], what: str,
+             python_number: bool = False) -> np.ndarray | None:
+        """The one rule (both buffers) for a value that is not of its array column's dtype and
+        shape: the column to store it in, widened if need be, or None when the leaf must be
+        stored as one value a row from now on (warned once per leaf either way).
+
+        Widen when a wider dtype holds both the value and the rows written so far exactly
+        (int64 and float32 meet in float64, which rounds integers beyond 2**53); else values.
+        Another shape, or something that is not numbers: values.
+
+        Args:
+            cols: the observation or action columns; ``cols[j]`` is an array column.
+            j: the leaf.
+            v: the value (rows of it, for the vector buffer), an array unless not numbers.
+            row_shape: the shape of one row of ``v``.
+            written_exact_in: tells whether the rows written so far keep their values in a dtype.
+            what: ``"observation"`` or ``"action"``.
+            python_number: ``v`` came from a Python number (an int that fits is no news, a
+                float into a float column is widened without a warning).
+        """
+        col: np.ndarray = cols[j]
+        leaf_dtype = getattr((self._obs_layout if cols is self._obs_cols
+                              else self._act_layout).leaves[j], "dtype", col.dtype)
+        if type(v) is not np.ndarray or v.dtype.hasobject or v.dtype.kind not in "biufc":
+            dtype = getattr(v, "dtype", "object")
+            self._outside(cols, j, what, f"a {type(v).__name__} (dtype {dtype}) where the space "
+                          f"has {leaf_dtype} numbers; stored as one value a row from now on")
+            return None
+        if row_shape != col.shape[1:]:
+            self._outside(cols, j, what, f"shape {row_shape} (dtype {v.dtype}) does not match "
+                          f"the space's shape {col.shape[1:]}; stored as one value a row from "
+                          "now on")
+            return None
+        if v.dtype == col.dtype:
+            return col
+        python_int = python_number and v.dtype.kind in "biu" and col.dtype.kind in "iu"
+        safe = np.can_cast(v.dtype, col.dtype, "safe")
+        if (safe or python_int) and exact_in(v, col.dtype):
+            return col
+        if not safe:  # ("safe" to numpy, yet it would round: values, below)
+            wide = np.result_type(col.dtype, v.dtype)
+            if exact_in(v, wide) and written_exact_in(wide):
+                if not (python_number and col.dtype.kind == "f"):
+                    self._outside(cols, j, what, f"dtype {v.dtype} does not fit the space's "
+                                  f"{leaf_dtype}; stored as {wide}")
+                return self._widen(cols, j, wide)
+        self._outside(cols, j, what, f"values of dtype {v.dtype} and {col.dtype} have no "
+                      "common dtype that holds both exactly; stored as one value a row from "
+                      "now on")
+        return None
+
     # -- infos -----------------------------------------------------------------------------
 
     def _info(self, info: Any, where: str) -> dict[str, Any] | None:
@@ -161,8 +214,7 @@ class ColumnBuffer:
             return None
         return record_info(info, self._info_filter, where)
 
-    def _outside(self, cols: list[Any], j: int, what: str, message: str,
-                 stacklevel: int = 5) -> None:
+    def _outside(self, cols: list[Any], j: int, what: str, message: str) -> None:
         """Warns once per leaf that a value lies outside the space (it is kept exactly).
 
         Args:
@@ -170,7 +222,6 @@ class ColumnBuffer:
             j: the leaf.
             what: ``"observation"`` or ``"action"``.
             message: what is outside the space, and how it is stored.
-            stacklevel: of the warning (the caller's ``step`` or ``reset``).
         """
         side = "obs" if cols is self._obs_cols else "act"
         if (side, j) in self._warned:
@@ -179,7 +230,7 @@ class ColumnBuffer:
         layout = self._obs_layout if side == "obs" else self._act_layout
         path = layout.leaf_paths()[j]
         warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
-                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=stacklevel)
+                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=user_stacklevel())
 
 
 class _Columns:
@@ -224,7 +275,6 @@ class StepBuffer(ColumnBuffer):
         self._open_episode: Segment | None = None
         self._last_obs: list[Any] | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
-        self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
         self._new_columns()
 
     def discard(self) -> None:
@@ -292,61 +342,22 @@ class StepBuffer(ColumnBuffer):
     def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
                row: int, value: Any, what: str) -> None:
         values = [value] if flatten is None else flatten(value)
-        inexact = False
-        for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+        for j, v in enumerate(values):
             col = cols[j]
             if type(col) is list:
                 del col[row:]  # drop what a failed earlier call may have left
                 col.append(snapshot(v, f"{what} leaf {j}"))
                 continue
-            if type(v) is not np.ndarray or v.dtype != col.dtype:
+            if type(v) is not np.ndarray or v.dtype != col.dtype or v.shape != col.shape[1:]:
                 arr = np.asarray(v)
-                if arr.dtype.hasobject or arr.dtype.kind not in "biufc":
-                    # Not a number (a string, None, a dict...): kept as one VALUE a row if it
-                    # can be stored at all (snapshot raises UnsupportedValueError otherwise).
-                    kept = snapshot(values[j], f"{what} leaf {j}")
-                    self._outside(cols, j, what, f"a {type(v).__name__} (dtype {arr.dtype}) "
-                                  f"where the space has {leaf.dtype} numbers; stored as one "
-                                  f"value a row from now on")
-                    col = self._to_values(cols, j, row)
-                    col.append(kept)
+                fitted = self._fit(cols, j, arr, arr.shape,
+                                   lambda dtype: exact_in(col[:row], dtype), what,
+                                   python_number=type(v) in (int, bool, float))
+                if fitted is None:
+                    kept = snapshot(v, f"{what} leaf {j}")  # (raises if it cannot be stored)
+                    self._to_values(cols, j, row).append(kept)
                     continue
-                if arr.shape != col.shape[1:]:
-                    v = arr  # (outside the space's shape: below)
-                elif not np.can_cast(arr.dtype, col.dtype, "safe") and not (
-                        type(v) in (int, bool) and arr.dtype.kind in "biu"
-                        and col.dtype.kind in "iu" and _int_fits(v, col.dtype)):
-                    # Keep the value exactly: widen this leaf for the batch being filled, if a
-                    # wider dtype holds both (int64 and float32 meet in float64, which rounds
-                    # integers beyond 2**53: then the leaf is stored as values, below).
-                    wide = np.result_type(col.dtype, arr.dtype)
-                    if exact_in(arr, wide) and exact_in(col[:row], wide):
-                        if not (type(v) is float and col.dtype.kind == "f"):
-                            self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
-                                          f"space's {leaf.dtype}; stored as {wide}")
-                        col = self._widen(cols, j, wide)
-                    else:
-                        inexact = True
-                elif not exact_in(arr, col.dtype):  # "safe" to numpy, yet it would round
-                    inexact = True
-                v = arr
-            if inexact:
-                inexact = False
-                self._outside(cols, j, what, f"values of dtype {v.dtype} and {col.dtype} have "
-                              f"no common dtype that holds both exactly; stored as one value "
-                              f"a row from now on")
-                col = self._to_values(cols, j, row)
-                col.append(snapshot(values[j], f"{what} leaf {j}"))
-                continue
-            if v.shape != col.shape[1:]:
-                # Outside the space (Gymnasium only warns): from now on this leaf is stored as
-                # one VALUE a row, so that every value is kept with its own shape and dtype.
-                self._outside(cols, j, what, f"shape {v.shape} (dtype {v.dtype}) does not match "
-                              f"the space's shape {col.shape[1:]}; stored as one value a row "
-                              "from now on")
-                col = self._to_values(cols, j, row)
-                col.append(snapshot(values[j], f"{what} leaf {j}"))
-                continue
+                col, v = fitted, arr
             col[row] = v
 
     def _to_values(self, cols: list[Any], j: int, row: int) -> list[Any]:
@@ -509,7 +520,3 @@ class StepBuffer(ColumnBuffer):
                                          None, open_seg.sub_env, open_seg.no_reset)
         return batch
 
-
-def _int_fits(v: int, dtype: np.dtype) -> bool:
-    info = np.iinfo(dtype)
-    return info.min <= v <= info.max

@@ -53,8 +53,8 @@ def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) 
 
 def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout, n: int,
                    what: str) -> list[Any]:
-    """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays or lists,
-    checked."""
+    """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays (of any
+    dtype and shape: :meth:`VectorStepBuffer._put` fits them) or lists of values, checked."""
     values = _flatten(value, flatten, what)
     out = []
     for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
@@ -65,27 +65,50 @@ def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layou
             out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
             continue
         if type(v) is not np.ndarray:
-            v = np.asarray(v)
-        if v.dtype.hasobject or v.dtype.kind not in "biufc":
-            raise UnsupportedValueError(
-                f"{what} leaf {j}: dtype {v.dtype} does not fit the space's {leaf.dtype} leaf")
-        if v.shape != (n, *leaf.shape):
-            raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected "
-                                        f"{(n, *leaf.shape)} ({n} sub-envs)")
+            try:
+                v = np.asarray(v)
+            except ValueError:  # (ragged)
+                v = _rows(v, n, f"{what} leaf {j}")
+        if v.ndim == 0 or v.shape[0] != n:
+            raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected {n} rows "
+                                        f"(one per sub-env) of {leaf.shape}")
+        if v.dtype.hasobject:
+            v = _rows(v, n, f"{what} leaf {j}")  # (checked and copied now)
+        elif v.dtype.kind not in "biufcUS":
+            raise UnsupportedValueError(f"{what} leaf {j}: numpy arrays of dtype {v.dtype} "
+                                        "cannot be stored")
         out.append(v)
+    return out
+
+
+def _rows(v: Any, n: int, what: str) -> np.ndarray:
+    """The ``n`` per-sub-env values of a leaf numpy cannot stack, as an object array."""
+    try:
+        rows = list(v)
+    except TypeError:
+        rows = []
+    if len(rows) != n:
+        raise UnsupportedValueError(f"{what}: {type(v).__name__}, expected {n} rows (one per "
+                                    "sub-env)")
+    out = np.empty(n, object)
+    out[:] = [snapshot(x, f"{what}[{k}]") for k, x in enumerate(rows)]
     return out
 
 
 def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout,
                    where: str) -> list[Any]:
-    """Flattens one sub-env's observation into per-leaf values, checked and copied."""
+    """Flattens one sub-env's observation into per-leaf values, copied (fitted by ``_put``)."""
     values = _flatten(value, flatten, where)
-    out = []
+    out: list[Any] = []
     for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
         if not isinstance(leaf, ArrayLeaf):
             out.append(snapshot(v, f"{where} leaf {j}"))
             continue
-        arr = np.array(v)  # a copy
+        try:
+            arr = np.array(v)  # a copy
+        except ValueError:  # (ragged: a value)
+            out.append(snapshot(v, f"{where} leaf {j}"))
+            continue
         if type(v) in (bool, int, float) and arr.dtype != leaf.dtype:
             # A Python number: the space's dtype when it holds it exactly (as the vector
             # env's batched observation would).
@@ -95,10 +118,7 @@ def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layou
                 cast = None
             if cast is not None and cast.item() == v:
                 arr = cast
-        if arr.dtype.hasobject or arr.dtype.kind not in "biufc" or arr.shape != leaf.shape:
-            raise UnsupportedValueError(f"{where} leaf {j}: {arr.dtype} {arr.shape} does not "
-                                        f"fit the space's {leaf.dtype} {leaf.shape} leaf")
-        out.append(arr)
+        out.append(arr if not arr.dtype.hasobject else snapshot(v, f"{where} leaf {j}"))
     return out
 
 
@@ -244,8 +264,14 @@ class VectorStepBuffer(ColumnBuffer):
         self._trunc = np.empty(rows * n, np.bool_)
         # [r, i]: the batch segment whose transition row r of sub-env i is, or -1 (none).
         self._segid = np.full((rows, n), -1, np.int32)
-        self._obs0 = self._obs_cols[0] if self._obs_layout.single else None
-        self._act0 = self._act_cols[0] if self._act_layout.single else None
+        for side, j in self._values_leaves:  # leaves that went outside their space
+            cols, length = (self._obs_cols, rows * n + extra) if side == "obs" \
+                else (self._act_cols, rows * n)
+            cols[j] = np.empty(length, object)
+        self._obs0 = self._obs_cols[0] if self._obs_layout.single and \
+            ("obs", 0) not in self._values_leaves else None
+        self._act0 = self._act_cols[0] if self._act_layout.single and \
+            ("act", 0) not in self._values_leaves else None
         self._obs_vshape = (n, *self._obs_layout.leaves[0].shape) if self._obs0 is not None and \
             isinstance(self._obs_layout.leaves[0], ArrayLeaf) else None
         self._act_vshape = (n, *self._act_layout.leaves[0].shape) if self._act0 is not None and \
@@ -271,33 +297,45 @@ class VectorStepBuffer(ColumnBuffer):
     # -- values --------------------------------------------------------------------------------
 
     def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
+        """Stores ``v`` at ``index`` (a slice of ``num_envs`` rows, or one extra slot) of leaf
+        column ``j``, fitting it by the rule both buffers share (``ColumnBuffer._fit``)."""
         col = cols[j]
-        if type(v) is np.ndarray and v.dtype != col.dtype and not col.dtype.hasobject:
-            wide = col.dtype if np.can_cast(v.dtype, col.dtype, "safe") \
-                else np.result_type(col.dtype, v.dtype)
-            kept = wide == col.dtype or self._written_exact_in(col, index, wide)
-            if not (exact_in(v, wide) and kept):
-                # (int64 and float32 meet in float64, which rounds integers beyond 2**53)
-                raise UnsupportedValueError(
-                    f"{'observation' if cols is self._obs_cols else 'action'} leaf {j}: "
-                    f"values of dtype {v.dtype} do not fit the {col.dtype} column exactly, "
-                    f"and no common dtype holds both (a vector recorder stores arrays only)")
-            if wide != col.dtype:
-                # Outside the space (Gymnasium only warns): kept exactly, in the wider dtype.
-                self._outside(cols, j, "observation" if cols is self._obs_cols else "action",
-                              f"dtype {v.dtype} does not fit the space's "
-                              f"{self._leaf_dtype(cols, j)}; stored as {wide}", stacklevel=6)
-                col = self._widen(cols, j, wide)
-        if col.dtype.hasobject and type(index) is slice:
-            for k, x in enumerate(v):
-                col[index.start + k] = x
-        else:
+        rows = type(index) is slice
+        if not col.dtype.hasobject:
+            if type(v) is not np.ndarray or v.dtype != col.dtype or \
+                    (v.shape[1:] if rows else v.shape) != col.shape[1:]:
+                what = "observation" if cols is self._obs_cols else "action"
+                fitted = self._fit(cols, j, v, v.shape[1:] if rows else getattr(v, "shape", ()),
+                                   lambda dtype: self._written_exact_in(col, index, dtype), what)
+                col = self._to_values(cols, j, index) if fitted is None else fitted
+        if not col.dtype.hasobject:
             col[index] = v
+        elif rows:
+            for k, x in enumerate(v):
+                col[index.start + k] = x.copy() if type(x) is np.ndarray else x
+        else:
+            col[index] = v if type(v) is not np.ndarray or v.ndim else v[()]
 
-    def _leaf_dtype(self, cols: list[Any], j: int) -> Any:
-        """The space's dtype of leaf ``j`` of the observation or action columns ``cols``."""
-        layout = self._obs_layout if cols is self._obs_cols else self._act_layout
-        return getattr(layout.leaves[j], "dtype", None)
+    def _to_values(self, cols: list[Any], j: int, index: Any) -> np.ndarray:
+        """Turns array column ``j`` into an object column of one value a row (the rows written
+        so far kept), for this batch and every later one."""
+        col = cols[j]
+        values = np.empty(len(col), object)
+        n = self.num_envs
+        written = list(range(self._row * n))
+        if len(col) > self._cap * n:
+            k = self._extra_used - (0 if type(index) is slice else 1)  # (the slot being put)
+            written += range(self._cap * n, self._cap * n + max(k, 0))
+        for r in written:
+            values[r] = col[r].copy() if col.ndim > 1 else col[r]
+        cols[j] = values
+        side = "obs" if cols is self._obs_cols else "act"
+        self._values_leaves.add((side, j))
+        if j == 0 and side == "obs":
+            self._obs0 = None
+        elif j == 0:
+            self._act0 = None
+        return values
 
     def _written_exact_in(self, col: np.ndarray, index: Any, dtype: np.dtype[Any]) -> bool:
         """True when the rows of ``col`` written so far keep their values in ``dtype`` (rows not
