@@ -1,7 +1,7 @@
 """Vector-env buffering: the steps of ``num_envs`` sub-environments, into batches of columns.
 
-:class:`VectorStepBuffer` is the vector front end of :class:`~gym_recorder.record.buffer.ColumnBuffer`
-(which owns the layouts, sizing and column allocation both buffers share). It copies the whole
+:class:`VectorStepBuffer` is the vector front end of :class:`~gym_recorder.record.columns.ColumnBuffer`
+(in :mod:`~gym_recorder.record.columns`: the layouts, sizing, column allocation and the fit rule both buffers share). It copies the whole
 ``(num_envs, ...)`` observation, action, reward and flag arrays of a vector step into
 preallocated columns with one numpy assignment each (row ``r`` of the batch, sub-env ``i`` at
 flat row ``r * num_envs + i``), stores the id of the episode segment each sub-env's row belongs
@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .batch import Batch, Segment
-from .buffer import ColumnBuffer
-from ..errors import RecorderError, ResetNeeded, UnsupportedValueError
+from .batch import Batch
+from .columns import ColumnBuffer
+from .vector_rows import VectorSegment, entries, flat, group_rows, single_leaves, vector_leaves
+from ..errors import RecorderError, ResetNeeded
 from ..format import exact_in
 from ..format.spaces import ArrayLeaf, Layout
 from ..format.values import snapshot
@@ -41,165 +42,6 @@ EXTRA_ROWS_MIN = 8
 # One vector step uses at most this many extra slots per sub-env (a no_reset start and a final
 # observation), so a batch is full when fewer than this many per sub-env are left.
 EXTRA_SLOTS_PER_STEP = 2
-
-
-def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) -> list[Any]:
-    """The leaves of a value (``flatten`` None: the value is the one leaf), or a named error."""
-    try:
-        return [value] if flatten is None else flatten(value)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
-
-
-def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout, n: int,
-                   what: str) -> list[Any]:
-    """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays (of any
-    dtype and shape: :meth:`VectorStepBuffer._put` fits them) or lists of values, checked."""
-    values = _flatten(value, flatten, what)
-    out = []
-    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
-        if not isinstance(leaf, ArrayLeaf):
-            if len(v) != n:
-                raise UnsupportedValueError(
-                    f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
-            out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
-            continue
-        if type(v) is not np.ndarray:
-            try:
-                v = np.asarray(v)
-            except ValueError:  # (ragged)
-                v = _rows(v, n, f"{what} leaf {j}")
-        if v.ndim == 0 or v.shape[0] != n:
-            raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected {n} rows "
-                                        f"(one per sub-env) of {leaf.shape}")
-        if v.dtype.hasobject:
-            v = _rows(v, n, f"{what} leaf {j}")  # (checked and copied now)
-        elif v.dtype.kind not in "biufcUS":
-            raise UnsupportedValueError(f"{what} leaf {j}: numpy arrays of dtype {v.dtype} "
-                                        "cannot be stored")
-        out.append(v)
-    return out
-
-
-def _rows(v: Any, n: int, what: str) -> np.ndarray:
-    """The ``n`` per-sub-env values of a leaf numpy cannot stack, as an object array."""
-    try:
-        rows = list(v)
-    except TypeError:
-        rows = []
-    if len(rows) != n:
-        raise UnsupportedValueError(f"{what}: {type(v).__name__}, expected {n} rows (one per "
-                                    "sub-env)")
-    out = np.empty(n, object)
-    out[:] = [snapshot(x, f"{what}[{k}]") for k, x in enumerate(rows)]
-    return out
-
-
-def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout,
-                   where: str) -> list[Any]:
-    """Flattens one sub-env's observation into per-leaf values, copied (fitted by ``_put``)."""
-    values = _flatten(value, flatten, where)
-    out: list[Any] = []
-    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
-        if not isinstance(leaf, ArrayLeaf):
-            out.append(snapshot(v, f"{where} leaf {j}"))
-            continue
-        try:
-            arr = np.array(v)  # a copy
-        except ValueError:  # (ragged: a value)
-            out.append(snapshot(v, f"{where} leaf {j}"))
-            continue
-        if type(v) in (bool, int, float) and arr.dtype != leaf.dtype:
-            # A Python number: the space's dtype when it holds it exactly (as the vector
-            # env's batched observation would).
-            try:
-                cast = np.array(v, dtype=leaf.dtype)
-            except (OverflowError, ValueError):
-                cast = None
-            if cast is not None and cast.item() == v:
-                arr = cast
-        out.append(arr if not arr.dtype.hasobject else snapshot(v, f"{where} leaf {j}"))
-    return out
-
-
-def _flat(value: Any, n: int, name: str, dtype: type) -> np.ndarray:
-    """A per-sub-env scalar (reward, flag) as an ``(n,)`` array, checked."""
-    if type(value) is not np.ndarray or value.shape != (n,):
-        value = np.asarray(value)
-        if value.shape != (n,):
-            raise UnsupportedValueError(f"{name}: shape {value.shape}, expected ({n},)")
-    if dtype is np.bool_ and value.dtype != np.bool_:
-        value = value.astype(np.bool_)
-    flat: np.ndarray = value
-    return flat
-
-
-class _Segment:
-    """The part of one episode that lies in the batch being filled (one entry when taken)."""
-
-    __slots__ = ("sub_env", "episode", "part", "reset_idx", "final_idx", "reset_info", "seed",
-                 "options", "end", "no_reset")
-
-    def __init__(self, sub_env: int, episode: int, part: int, reset_idx: int | None,
-                 reset_info: dict[str, Any] | None, seed: int | None, options: Any, no_reset: bool) -> None:
-        self.sub_env = sub_env
-        self.episode = episode
-        self.part = part
-        self.reset_idx = reset_idx    # flat observation row of the reset observation (part 0)
-        self.final_idx: int | None = None  # flat row of its last observation, if not the step's
-        self.reset_info = reset_info
-        self.seed = seed
-        self.options = options
-        self.end: str | None = None
-        self.no_reset = no_reset
-
-
-def _group_rows(ids_flat: np.ndarray, segs: list[_Segment]) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Finds each segment's rows, where ``ids_flat[f]`` is the segment of flat row ``f`` (or -1).
-
-    A stable sort of the rows by segment id groups them, rows in order.
-
-    Returns:
-        (the flat step rows grouped by segment; the flat observation rows likewise, with each
-        segment's reset and final observations in place; each segment's offset into the first,
-        and into the second (``len(segs) + 1`` each); which segments start an episode).
-    """
-    count = len(segs)
-    flat = np.flatnonzero(ids_flat >= 0)
-    ids = ids_flat[flat]
-    steps_idx = flat[np.argsort(ids, kind="stable")]  # grouped by segment, rows in order
-    counts = np.bincount(ids, minlength=count)
-    step_off = np.zeros(count + 1, np.intp)
-    np.cumsum(counts, out=step_off[1:])
-    first = np.array([s.reset_idx is not None for s in segs], np.bool_)
-    resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
-    obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
-    obs_off = np.zeros(count + 1, np.intp)
-    np.cumsum(counts + first, out=obs_off[1:])
-    finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
-    if finals:
-        ks, slots = zip(*finals)
-        obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
-    return steps_idx, obs_idx, step_off, obs_off, first
-
-
-def _entries(segs: list[_Segment], obs_off: list[int], step_off: list[int],
-             seg_infos: list[list[tuple[int, dict[str, Any]]]]) -> tuple[
-        list[Segment], list[tuple[int, dict[str, Any]]]]:
-    """The batch's segments, and its (row, info) pairs counted across the batch, from each
-    segment's row offsets (see :func:`_group_rows`) and infos (rows counted in the segment)."""
-    segments = []
-    infos: list[tuple[int, dict[str, Any]]] = []
-    for k, seg in enumerate(segs):
-        part0 = seg.reset_idx is not None
-        o0, o1 = obs_off[k], obs_off[k + 1]
-        segments.append(Segment(  # (one info a row: info rows are observation rows)
-            seg.episode, seg.part, o0, step_off[k], o0, seg.seed if part0 else None,
-            seg.options if part0 else None, seg.sub_env, seg.no_reset,
-            o1, step_off[k + 1], o1, seg.end))
-        infos.extend((o0 + r, info) for r, info in seg_infos[k])
-    return segments, infos
 
 
 class VectorStepBuffer(ColumnBuffer):
@@ -236,7 +78,7 @@ class VectorStepBuffer(ColumnBuffer):
         self._open = np.zeros(num_envs, dtype=np.bool_)
         self._n_open = 0  # how many are True in _open
         self._nshape = (num_envs,)
-        self._segs: list[_Segment | None] = [None] * num_envs  # the open one per sub-env
+        self._segs: list[VectorSegment | None] = [None] * num_envs  # the open one per sub-env
         self._last_obs: list[list[Any] | None] = [None] * num_envs  # DISABLED: for no_reset episodes
         self._alloc()
 
@@ -281,7 +123,7 @@ class VectorStepBuffer(ColumnBuffer):
     def _new_batch(self) -> None:
         self._row = 0
         self._extra_used = 0
-        self._batch_segs: list[_Segment] = []  # every segment of this batch; index = its id
+        self._batch_segs: list[VectorSegment] = []  # every segment of this batch; index = its id
         self._cur = np.full(self.num_envs, -1, np.int32)  # id of each sub-env's open segment
         self._step_infos: list[tuple[int, dict[str, Any]]] = []  # (flat row, info) in row order
         for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
@@ -371,14 +213,14 @@ class VectorStepBuffer(ColumnBuffer):
 
     # -- episodes ------------------------------------------------------------------------------
 
-    def _add_segment(self, seg: _Segment) -> None:
+    def _add_segment(self, seg: VectorSegment) -> None:
         self._segs[seg.sub_env] = seg
         self._cur[seg.sub_env] = len(self._batch_segs)
         self._batch_segs.append(seg)
 
     def _begin(self, i: int, reset_idx: int, reset_info: dict[str, Any] | None, seed: int | None,
                options: Any, no_reset: bool = False) -> None:
-        self._add_segment(_Segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
+        self._add_segment(VectorSegment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
                                    options, no_reset))
         self.episodes_started += 1
         if not self._open[i]:
@@ -419,7 +261,7 @@ class VectorStepBuffer(ColumnBuffer):
             seeds: the seed each sub-env was reset with (None: none).
             options: the options each reset sub-env received.
         """
-        leaves = _vector_leaves(obs, self._obs_flatten, self._obs_layout, self.num_envs,
+        leaves = vector_leaves(obs, self._obs_flatten, self._obs_layout, self.num_envs,
                                 "reset observation")
         rec = self._infos(infos, "reset info")
         options = snapshot(options, "reset options")
@@ -459,22 +301,22 @@ class VectorStepBuffer(ColumnBuffer):
         obs0 = self._obs0
         fast_obs = obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
             and obs.shape == self._obs_vshape
-        obs_leaves = None if fast_obs else _vector_leaves(
+        obs_leaves = None if fast_obs else vector_leaves(
             obs, self._obs_flatten, self._obs_layout, n, "observation")
         act0 = self._act0
         fast_act = act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
             and action.shape == self._act_vshape
-        act_leaves = None if fast_act else _vector_leaves(
+        act_leaves = None if fast_act else vector_leaves(
             action, self._act_flatten, self._act_layout, n, "action")
         nshape = self._nshape
         if type(reward) is not np.ndarray or reward.shape != nshape:
-            reward = _flat(reward, n, "reward", np.float64)
+            reward = flat(reward, n, "reward", np.float64)
         if type(terminated) is not np.ndarray or terminated.dtype != np.bool_ or \
                 terminated.shape != nshape:
-            terminated = _flat(terminated, n, "terminated", np.bool_)
+            terminated = flat(terminated, n, "terminated", np.bool_)
         if type(truncated) is not np.ndarray or truncated.dtype != np.bool_ or \
                 truncated.shape != nshape:
-            truncated = _flat(truncated, n, "truncated", np.bool_)
+            truncated = flat(truncated, n, "truncated", np.bool_)
         rec = self._infos(infos, "info") if infos else None
         open_ = self._open
         done = terminated | truncated
@@ -488,7 +330,7 @@ class VectorStepBuffer(ColumnBuffer):
                         f"sub-env {i} ended in SAME_STEP autoreset mode, but the vector env gave "
                         "no info['final_obs'] for it")
                 fi = final_infos.get(i) if final_infos else None
-                finals[i] = (_single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
+                finals[i] = (single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
                                             f"final observation of sub-env {i}"),
                              self._info(fi, f"final info of sub-env {i}") if fi else None)
         if mode != NEXT_STEP and self._n_open != n:
@@ -572,7 +414,7 @@ class VectorStepBuffer(ColumnBuffer):
             return None
         n = self.num_envs
         ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
-        steps_idx, obs_idx, step_off, obs_off, first = _group_rows(ids_flat, segs)
+        steps_idx, obs_idx, step_off, obs_off, first = group_rows(ids_flat, segs)
 
         def gather(col: np.ndarray, idx: np.ndarray) -> Any:
             return col[idx].tolist() if col.dtype.hasobject else col[idx]
@@ -593,11 +435,11 @@ class VectorStepBuffer(ColumnBuffer):
                 seg_infos[k].append((r, info))
         # The gathered columns hold each segment's rows one after another: the writer can
         # write them column by column, like a single env's.
-        segments, infos = _entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
+        segments, infos = entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
         # Start the next batch: open episodes go on as their next part.
         for i, open_seg in enumerate(self._segs):
             if open_seg is not None:
-                self._segs[i] = _Segment(i, open_seg.episode, open_seg.part + 1, None, None, None,
+                self._segs[i] = VectorSegment(i, open_seg.episode, open_seg.part + 1, None, None, None,
                                          None, open_seg.no_reset)
         if self._capacity != self._cap or not self._fits(self._obs_cols, self._act_cols):
             self._alloc()
