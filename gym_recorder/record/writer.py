@@ -44,6 +44,20 @@ MIN_COMMIT_INTERVAL = 0.05
 COMMIT_COST_FACTOR = 20
 # ...and at most this many batches wait for one commit.
 MAX_COALESCED_BATCHES = 16
+# What the writer does with the page cache a .bin leaves behind (see _Writeback):
+# "keep": nothing (written back by the kernel when it likes, fsynced at flush and close);
+# "sync-drop": fdatasync the .bin, then drop its pages (POSIX_FADV_DONTNEED), in the writer thread;
+# "lazy-drop": ask for writeback as soon as the .bin is written (DONTNEED starts it without
+#     waiting), and drop the previous .bin's pages (clean by then) when the next one is written.
+WRITEBACK_POLICIES = ("keep", "sync-drop", "lazy-drop")
+DEFAULT_WRITEBACK = "keep"
+WRITEBACK = DEFAULT_WRITEBACK  # (read when a writer starts; the ALE benchmark compares them)
+# Where batches are written: "thread" (a background thread; the stepping thread only hands the
+# batch over) or "inline" (in the thread that submits it, as the seed's design did: no Python
+# runs beside the env, which matters for envs that hold the GIL while they step, like ALE).
+WRITE_MODES = ("thread", "inline")
+DEFAULT_WRITE_MODE = "thread"
+WRITE_MODE = DEFAULT_WRITE_MODE
 _counter = 0
 _counter_lock = threading.Lock()
 
@@ -84,6 +98,45 @@ class _SyncWriter(fileio.AtomicWriter):
         os.replace(f.name, self._path)
 
 
+def _drop_pages(fd: int) -> None:
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+class _Writeback:
+    """Bounds the page cache a writer leaves dirty (policy: one of WRITEBACK_POLICIES)."""
+
+    def __init__(self, policy: str) -> None:
+        if policy not in WRITEBACK_POLICIES:
+            raise ValueError(f"writeback policy must be one of {WRITEBACK_POLICIES}, got {policy!r}")
+        self.policy = policy
+        self._previous: str | None = None
+
+    def written(self, f: Any) -> None:
+        """Called with a .bin's open temporary file once its bytes are written."""
+        if self.policy == "keep":
+            return
+        f.flush()
+        if self.policy == "sync-drop":
+            os.fdatasync(f.fileno())
+        _drop_pages(f.fileno())  # (lazy-drop: starts the writeback, drops nothing dirty)
+
+    def committed(self, path: str) -> None:
+        """Called with a .bin's final path once renamed into place."""
+        if self.policy != "lazy-drop":
+            return
+        previous, self._previous = self._previous, path
+        if previous is not None:
+            try:
+                fd = os.open(previous, os.O_RDONLY)
+            except OSError:
+                return
+            try:
+                _drop_pages(fd)
+            finally:
+                os.close(fd)
+
+
 class BatchWriter:
     """Writes batches for one writer prefix into a recording directory.
 
@@ -114,6 +167,7 @@ class BatchWriter:
                 f"{self._manifest_path} exists: the prefix {self.prefix!r} is already used in "
                 "this directory (pick another file_prefix, or None for a unique one)")
         self._fsync = fsync
+        self._writeback = _Writeback(WRITEBACK)
         self._on_batch_written = on_batch_written
         self._manifest = {
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
@@ -148,9 +202,11 @@ class BatchWriter:
         self._error_path = ""
         self._last_os_error: OSError | None = None  # its errno goes on later WriteErrors too
         self._closed = False
+        self._inline = WRITE_MODE == "inline"
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
-        self._thread.start()
+        if not self._inline:
+            self._thread.start()
         # The manifest exists from the start (with no batches): it claims the prefix, and a
         # reader sees the recording's spaces even before the first batch.
         self._write_manifest()
@@ -171,7 +227,35 @@ class BatchWriter:
             if self._failed or self._error is not None:
                 self._keep_failed(first, batch)
                 self._raise_pending()
-        self._queue.put((first, batch))
+        if self._inline:
+            self._write_inline(first, batch)
+        else:
+            self._queue.put((first, batch))
+
+    def _write_inline(self, first: int, batch: Batch) -> None:
+        """Writes a batch in the caller's thread (WRITE_MODE "inline"), committing as the
+        thread would; errors are raised now, the batch kept as the thread would keep it."""
+        with self._lock:
+            try:
+                self._write_batch(first, batch)
+            except OSError as e:
+                self._error = e
+                self._keep_failed(first, batch)
+                self._raise_pending()
+            except Exception as e:  # noqa: BLE001  (a retry cannot help: drop, and say so)
+                self._error = e
+                self._dropped_steps += batch.steps
+                batch.release()
+                self._raise_pending()
+        if self._uncommitted and (
+                self._uncommitted >= MAX_COALESCED_BATCHES
+                or time.monotonic() - self._last_commit >= self._commit_interval):
+            try:
+                self._commit()
+            except OSError as e:
+                with self._lock:
+                    self._error = e
+                    self._raise_pending()
 
     def flush(self) -> None:
         """Waits until every submitted batch is written, retrying failed ones, then fsyncs.
@@ -217,8 +301,9 @@ class BatchWriter:
             return
         self.flush()
         self._closed = True
-        self._queue.put(None)
-        self._thread.join()
+        if not self._inline:
+            self._queue.put(None)
+            self._thread.join()
         self._manifest["complete"] = True
         try:
             self._write_manifest()
@@ -316,6 +401,8 @@ class BatchWriter:
         self._error_path = bin_path
         with self._atomic(bin_path, "wb") as f:
             encoded = self._encoder.encode(first, batch, f, bin_name, json_name)
+            self._writeback.written(f)
+        self._writeback.committed(bin_path)
         doc, bin_size = encoded.json, encoded.bin_size
         self._error_path = json_path
         with self._atomic(json_path, "wb") as f:
