@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .batch import Batch
+from .batch import Batch, Segment
+from .vector_rows import vector_segment
 from .columns import ColumnBuffer
-from .vector_rows import VectorSegment, entries, flat, group_rows, single_leaves, vector_leaves
+from .vector_rows import entries, flat, group_rows, single_leaves, vector_leaves
 from ..errors import RecorderError, ResetNeeded
 from ..format import exact_in
 from ..format.spaces import ArrayLeaf, Layout
@@ -78,7 +79,7 @@ class VectorStepBuffer(ColumnBuffer):
         self._open = np.zeros(num_envs, dtype=np.bool_)
         self._n_open = 0  # how many are True in _open
         self._nshape = (num_envs,)
-        self._segs: list[VectorSegment | None] = [None] * num_envs  # the open one per sub-env
+        self._segs: list[Segment | None] = [None] * num_envs  # the open one per sub-env
         self._last_obs: list[list[Any] | None] = [None] * num_envs  # DISABLED: for no_reset episodes
         self._alloc()
 
@@ -123,7 +124,7 @@ class VectorStepBuffer(ColumnBuffer):
     def _new_batch(self) -> None:
         self._row = 0
         self._extra_used = 0
-        self._batch_segs: list[VectorSegment] = []  # every segment of this batch; index = its id
+        self._batch_segs: list[Segment] = []  # every segment of this batch; index = its id
         self._cur = np.full(self.num_envs, -1, np.int32)  # id of each sub-env's open segment
         self._step_infos: list[tuple[int, dict[str, Any]]] = []  # (flat row, info) in row order
         for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
@@ -213,14 +214,15 @@ class VectorStepBuffer(ColumnBuffer):
 
     # -- episodes ------------------------------------------------------------------------------
 
-    def _add_segment(self, seg: VectorSegment) -> None:
-        self._segs[seg.sub_env] = seg
-        self._cur[seg.sub_env] = len(self._batch_segs)
+    def _add_segment(self, seg: Segment) -> None:
+        i: int = seg.sub_env  # type: ignore[assignment]  # (always set in a vector buffer)
+        self._segs[i] = seg
+        self._cur[i] = len(self._batch_segs)
         self._batch_segs.append(seg)
 
     def _begin(self, i: int, reset_idx: int, reset_info: dict[str, Any] | None, seed: int | None,
                options: Any, no_reset: bool = False) -> None:
-        self._add_segment(VectorSegment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
+        self._add_segment(vector_segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
                                    options, no_reset))
         self.episodes_started += 1
         if not self._open[i]:
@@ -232,7 +234,7 @@ class VectorStepBuffer(ColumnBuffer):
         if seg is None:
             return
         seg.end = end
-        seg.final_idx = final_idx
+        seg.final_row = final_idx
         self._segs[i] = None
         self._cur[i] = -1
         self._open[i] = False
@@ -424,7 +426,8 @@ class VectorStepBuffer(ColumnBuffer):
         rew_g = self._rew[steps_idx]
         term_g = self._term[steps_idx]
         trunc_g = self._trunc[steps_idx]
-        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
+        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [
+            [(0, s.reset_info)] if s.reset_info else [] for s in segs]
         if self._step_infos:
             where = np.empty(n_rows * n, np.intp)
             where[steps_idx] = np.arange(len(steps_idx))
@@ -435,14 +438,14 @@ class VectorStepBuffer(ColumnBuffer):
                 seg_infos[k].append((r, info))
         # The gathered columns hold each segment's rows one after another: the writer can
         # write them column by column, like a single env's.
-        segments, infos = entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
+        infos = entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
         # Start the next batch: open episodes go on as their next part.
         for i, open_seg in enumerate(self._segs):
             if open_seg is not None:
-                self._segs[i] = VectorSegment(i, open_seg.episode, open_seg.part + 1, None, None, None,
-                                         None, open_seg.no_reset)
+                self._segs[i] = vector_segment(i, open_seg.episode, open_seg.part + 1, None,
+                                               None, None, None, open_seg.no_reset)
         if self._capacity != self._cap or not self._fits(self._obs_cols, self._act_cols):
             self._alloc()
         else:
             self._new_batch()
-        return Batch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off[-1]))
+        return Batch(segs, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off[-1]))

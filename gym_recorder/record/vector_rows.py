@@ -16,7 +16,7 @@ from ..errors import UnsupportedValueError
 from ..format.spaces import ArrayLeaf, Layout
 from ..format.values import snapshot
 
-__all__ = ["VectorSegment", "vector_leaves", "single_leaves", "flat", "group_rows", "entries"]
+__all__ = ["vector_segment", "vector_leaves", "single_leaves", "flat", "group_rows", "entries"]
 
 
 def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) -> list[Any]:
@@ -110,27 +110,16 @@ def flat(value: Any, n: int, name: str, dtype: type) -> np.ndarray:
     return flat
 
 
-class VectorSegment:
-    """The part of one episode that lies in the batch being filled (one entry when taken)."""
-
-    __slots__ = ("sub_env", "episode", "part", "reset_idx", "final_idx", "reset_info", "seed",
-                 "options", "end", "no_reset")
-
-    def __init__(self, sub_env: int, episode: int, part: int, reset_idx: int | None,
-                 reset_info: dict[str, Any] | None, seed: int | None, options: Any, no_reset: bool) -> None:
-        self.sub_env = sub_env
-        self.episode = episode
-        self.part = part
-        self.reset_idx = reset_idx    # flat observation row of the reset observation (part 0)
-        self.final_idx: int | None = None  # flat row of its last observation, if not the step's
-        self.reset_info = reset_info
-        self.seed = seed
-        self.options = options
-        self.end: str | None = None
-        self.no_reset = no_reset
+def vector_segment(sub_env: int, episode: int, part: int, reset_row: int | None,
+                   reset_info: dict[str, Any] | None, seed: int | None, options: Any,
+                   no_reset: bool) -> Segment:
+    """The part of one episode that lies in the batch being filled: its rows are set when the
+    batch is taken (:func:`entries`)."""
+    return Segment(episode, part, 0, 0, 0, seed, options, sub_env, no_reset,
+                   reset_row=reset_row, reset_info=reset_info)
 
 
-def group_rows(ids_flat: np.ndarray, segs: list[VectorSegment]) -> tuple[
+def group_rows(ids_flat: np.ndarray, segs: list[Segment]) -> tuple[
         np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Finds each segment's rows, where ``ids_flat[f]`` is the segment of flat row ``f`` (or -1).
 
@@ -148,31 +137,27 @@ def group_rows(ids_flat: np.ndarray, segs: list[VectorSegment]) -> tuple[
     counts = np.bincount(ids, minlength=count)
     step_off = np.zeros(count + 1, np.intp)
     np.cumsum(counts, out=step_off[1:])
-    first = np.array([s.reset_idx is not None for s in segs], np.bool_)
-    resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
+    first = np.array([s.reset_row is not None for s in segs], np.bool_)
+    resets = np.array([s.reset_row for s in segs if s.reset_row is not None], np.intp)
     obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
     obs_off = np.zeros(count + 1, np.intp)
     np.cumsum(counts + first, out=obs_off[1:])
-    finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
+    finals = [(k, s.final_row) for k, s in enumerate(segs) if s.final_row is not None]
     if finals:
         ks, slots = zip(*finals)
         obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
     return steps_idx, obs_idx, step_off, obs_off, first
 
 
-def entries(segs: list[VectorSegment], obs_off: list[int], step_off: list[int],
-             seg_infos: list[list[tuple[int, dict[str, Any]]]]) -> tuple[
-        list[Segment], list[tuple[int, dict[str, Any]]]]:
-    """The batch's segments, and its (row, info) pairs counted across the batch, from each
-    segment's row offsets (see :func:`group_rows`) and infos (rows counted in the segment)."""
-    segments = []
+def entries(segs: list[Segment], obs_off: list[int], step_off: list[int],
+            seg_infos: list[list[tuple[int, dict[str, Any]]]]) -> list[tuple[int, dict[str, Any]]]:
+    """Sets each segment's rows in the batch from its offsets (see :func:`group_rows`); returns
+    the batch's (row, info) pairs counted across the batch, from each segment's infos (rows
+    counted in the segment)."""
     infos: list[tuple[int, dict[str, Any]]] = []
     for k, seg in enumerate(segs):
-        part0 = seg.reset_idx is not None
         o0, o1 = obs_off[k], obs_off[k + 1]
-        segments.append(Segment(  # (one info a row: info rows are observation rows)
-            seg.episode, seg.part, o0, step_off[k], o0, seg.seed if part0 else None,
-            seg.options if part0 else None, seg.sub_env, seg.no_reset,
-            o1, step_off[k + 1], o1, seg.end))
+        seg.obs0, seg.step0, seg.info0 = o0, step_off[k], o0  # (one info a row: info rows
+        seg.obs1, seg.step1, seg.info1 = o1, step_off[k + 1], o1  # are observation rows)
         infos.extend((o0 + r, info) for r, info in seg_infos[k])
-    return segments, infos
+    return infos
