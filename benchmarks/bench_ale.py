@@ -102,12 +102,15 @@ def variants(extra: bool) -> dict[str, Callable[[gym.Env, str], gym.Env] | None]
     return out
 
 
-def measure(name: str, steps: int, repeats: int, extra: bool, workdir: str) -> dict[str, Any]:
+def measure(name: str, steps: int, repeats: int, extra: bool, workdir: str,
+            only: list[str] | None = None) -> dict[str, Any]:
     env = make_env(name)
     env.action_space.seed(0)
     actions = np.array([env.action_space.sample() for _ in range(steps)])
     env.close()
     kinds = variants(extra)
+    if only:
+        kinds = {k: v for k, v in kinds.items() if k in ("bare", "naive", "gym_recorder") or k in only}
     loops: dict[str, list[float]] = {k: [] for k in kinds}
     closes: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(repeats):
@@ -166,6 +169,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--variants", action="store_true", help="the writer's policies too")
+    parser.add_argument("--only", default="", help="with --variants: these variants only "
+                        "(comma-separated names as printed, e.g. 'gym_recorder[lazy-drop]')")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="bench_ale.", dir=args.workdir)
@@ -174,7 +179,7 @@ def main() -> None:
     try:
         for name in args.envs.split(","):
             targets += report(name, measure(name, args.steps, args.repeats, args.variants,
-                                            workdir))
+                                            workdir, [v for v in args.only.split(",") if v]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\nTargets (issue 33, ALE)")
