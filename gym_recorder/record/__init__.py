@@ -3,7 +3,8 @@
 The way an observation goes: ``wrapper`` (Gymnasium's reset/step protocol; ``vector`` for vector
 envs; ``shell`` what both share: settings, write errors, copies and forks) -> ``session`` (when
 to commit) -> ``buffer`` (columns of steps; ``vector_buffer`` and ``vector_rows`` for vector
-envs; ``columns`` what both share: sizing and the fit rule, widen else values) -> ``batch`` (the buffer-to-encoder contract) -> ``batchqueue`` (to the writer
-thread) -> ``encode`` (pure: a batch's .bin bytes and JSON text) -> ``writer`` (the thread,
-retries, fsync, then the manifest: the commit).
+envs; ``columns`` what both share: sizing and the fit rule, widen else values) -> ``batch`` (the
+buffer-to-encoder contract) -> ``batchqueue`` (to the writer thread) -> ``encode`` (pure: a
+batch's .bin bytes and JSON text) -> ``writer`` (the thread, retries, fsync, then the manifest:
+the commit; ``writeback``: which thread writes, and what is left in the page cache).
 """

@@ -26,12 +26,15 @@ from ..format.fileio import dumps
 from .batchqueue import BatchQueue
 from .batch import Batch
 from .encode import BatchEncoder
+from .writeback import (DEFAULT_WRITE_MODE, DEFAULT_WRITEBACK, WRITE_MODES, WRITEBACK_POLICIES,
+                        Writeback)
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
 from ..format import (FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
                      manifest_name)
 from ..format.spaces import Layout
 
-__all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
+__all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES", "WRITEBACK", "WRITE_MODE",
+           "WRITEBACK_POLICIES", "WRITE_MODES", "DEFAULT_WRITEBACK", "DEFAULT_WRITE_MODE"]
 
 # Batches handed to the writer thread and not yet written; submit() blocks beyond this, so memory
 # stays within (MAX_PENDING_BATCHES + 2) batches.
@@ -44,23 +47,8 @@ MIN_COMMIT_INTERVAL = 0.05
 COMMIT_COST_FACTOR = 20
 # ...and at most this many batches wait for one commit.
 MAX_COALESCED_BATCHES = 16
-# What the writer does with the page cache a .bin leaves behind (see _Writeback):
-# "keep": nothing (written back by the kernel when it likes, fsynced at flush and close);
-# "sync-drop": fdatasync the .bin, then drop its pages (POSIX_FADV_DONTNEED), in the writer thread;
-# "lazy-drop": ask for writeback as soon as the .bin is written (DONTNEED starts it without
-#     waiting), and drop the previous .bin's pages (clean by then) when the next one is written.
-# "lazy-drop" is the default: measured on 210x160x3 frames, the writes cost 45-49 us of CPU a step
-# against 71-80 with "keep" (pages freed by DONTNEED are reused instead of new ones allocated),
-# the worst batch 22-28 ms against 48-101, and on ALE the added time and its spread were the lowest
-# (see docs/recorder-policies.md and benchmarks/bench_ale.py --variants).
-WRITEBACK_POLICIES = ("keep", "sync-drop", "lazy-drop")
-DEFAULT_WRITEBACK = "lazy-drop"
-WRITEBACK = DEFAULT_WRITEBACK  # (read when a writer starts; the ALE benchmark compares them)
-# Where batches are written: "thread" (a background thread; the stepping thread only hands the
-# batch over) or "inline" (in the thread that submits it, as the seed's design did: no Python
-# runs beside the env, which matters for envs that hold the GIL while they step, like ALE).
-WRITE_MODES = ("thread", "inline")
-DEFAULT_WRITE_MODE = "thread"
+# The writer's choices (see record/writeback), read when a writer starts.
+WRITEBACK = DEFAULT_WRITEBACK
 WRITE_MODE = DEFAULT_WRITE_MODE
 _counter = 0
 _counter_lock = threading.Lock()
@@ -102,45 +90,6 @@ class _SyncWriter(fileio.AtomicWriter):
         os.replace(f.name, self._path)
 
 
-def _drop_pages(fd: int) -> None:
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-class _Writeback:
-    """Bounds the page cache a writer leaves dirty (policy: one of WRITEBACK_POLICIES)."""
-
-    def __init__(self, policy: str) -> None:
-        if policy not in WRITEBACK_POLICIES:
-            raise ValueError(f"writeback policy must be one of {WRITEBACK_POLICIES}, got {policy!r}")
-        self.policy = policy
-        self._previous: str | None = None
-
-    def written(self, f: Any) -> None:
-        """Called with a .bin's open temporary file once its bytes are written."""
-        if self.policy == "keep":
-            return
-        f.flush()
-        if self.policy == "sync-drop":
-            getattr(os, "fdatasync", os.fsync)(f.fileno())
-        _drop_pages(f.fileno())  # (lazy-drop: starts the writeback, drops nothing dirty)
-
-    def committed(self, path: str) -> None:
-        """Called with a .bin's final path once renamed into place."""
-        if self.policy != "lazy-drop":
-            return
-        previous, self._previous = self._previous, path
-        if previous is not None:
-            try:
-                fd = os.open(previous, os.O_RDONLY)
-            except OSError:
-                return
-            try:
-                _drop_pages(fd)
-            finally:
-                os.close(fd)
-
-
 class BatchWriter:
     """Writes batches for one writer prefix into a recording directory.
 
@@ -171,7 +120,7 @@ class BatchWriter:
                 f"{self._manifest_path} exists: the prefix {self.prefix!r} is already used in "
                 "this directory (pick another file_prefix, or None for a unique one)")
         self._fsync = fsync
-        self._writeback = _Writeback(WRITEBACK)
+        self._writeback = Writeback(WRITEBACK)
         self._on_batch_written = on_batch_written
         self._manifest = {
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "prefix": self.prefix,
