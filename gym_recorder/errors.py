@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+import os
+import sys
 
 __all__ = [
     "RecorderError",
@@ -19,6 +21,7 @@ __all__ = [
     "write_error",
     "install_hint",
     "require_extra",
+    "user_stacklevel",
     "StorageError",
     "EmptySelectionError",
     "OutputExistsError",
@@ -82,6 +85,18 @@ class OutsideSpaceWarning(RecorderWarning):
 
 class SpaceKeptAsWarning(RecorderWarning):
     """A space of a class the format does not know is described as a kind it knows (Text)."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by our caller point at the user's line:
+    the first frame outside this package, however deep the recorder issued it."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(2)  # (our caller's caller: stacklevel 2 of our caller's warning)
+    level = 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def write_error(message: str, cause: BaseException | None) -> WriteError:

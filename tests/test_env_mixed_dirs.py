@@ -110,3 +110,19 @@ def test_no_warning_for_the_same_env(tmp_path):
         warnings.simplefilter("error", MixedEnvsWarning)
         _record("CartPole-v1", tmp_path, 1, 5)
     assert summarize(tmp_path)["env_id"] == "CartPole-v1"
+
+
+def test_a_writer_adding_to_an_env_already_in_the_directory_is_not_warned(tmp_path):
+    """Only a writer whose env is new to the directory is warned (at the user's line)."""
+    import warnings
+
+    from gym_recorder.record import session
+
+    _record("CartPole-v1", tmp_path, 1, 0)
+    with pytest.warns(MixedEnvsWarning) as record:
+        _record("Pendulum-v1", tmp_path, 1, 10)
+    assert record[0].filename == __file__
+    session._CHECKED_ENVS.clear()  # (as a new process would: it checks once per env)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MixedEnvsWarning)
+        _record("CartPole-v1", tmp_path, 1, 20)  # CartPole is recorded there already

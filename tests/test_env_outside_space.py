@@ -175,16 +175,19 @@ class _IntVector(gym.vector.VectorEnv):
         return obs, np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), {}
 
 
-def test_vector_values_no_common_dtype_holds_are_refused_by_name(tmp_path):
+def test_vector_values_no_common_dtype_holds_are_kept_as_values(tmp_path):
+    """The rule of the single-env wrapper (record/buffer ColumnBuffer._fit): values, warned."""
     from gym_recorder import RecordingVectorWrapper
 
-    env = RecordingVectorWrapper(_IntVector(2**62 + 1), tmp_path / "big")
+    big = 2**62 + 1
+    env = RecordingVectorWrapper(_IntVector(big), tmp_path / "big")
     env.reset(seed=0)
-    with pytest.raises(UnsupportedValueError, match="no common dtype holds both"):
+    with pytest.warns(OutsideSpaceWarning, match="no common dtype"):
         env.step(np.zeros(2, np.int64))
     env.close()
-    with RecordingReader(tmp_path / "big") as reader:  # the reset before is recorded
-        assert [len(ep) for ep in reader] == [0, 0]
+    with RecordingReader(tmp_path / "big") as reader:
+        for ep in reader:
+            assert [np.asarray(o).tolist() for o in ep.observations] == [[0, 0], [big, big]]
     # small integers fit float64 exactly: the leaf is widened, as before
     env = RecordingVectorWrapper(_IntVector(3), tmp_path / "small")
     env.reset(seed=0)

@@ -26,7 +26,7 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from gym_recorder import RecordingReader, RecordingVectorWrapper, RecordingWrapper
 from gym_recorder.errors import RecordingClosedError
-from gym_recorder.record.wrapper import ResetNeeded
+from gym_recorder.errors import ResetNeeded
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 NUM_ENVS = 3

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MixedEnvsWarning  # (it stays importable from here)
+from ..errors import MixedEnvsWarning, RecorderWarning, user_stacklevel  # (MixedEnvsWarning stays importable from here)
 from ..format import MANIFEST_SUFFIX
 
-__all__ = ["group_envs", "other_env_ids", "warn_if_other_envs", "MixedEnvsWarning"]
+__all__ = ["group_envs", "env_ids_in", "other_env_ids", "warn_if_other_envs", "MixedEnvsWarning"]
 
 # Manifests looked at when a writer starts (each read only as far as its env id).
 MAX_MANIFESTS_SCANNED = 200
@@ -76,12 +76,13 @@ def group_envs(rows: list[dict[str, Any]], writers: list[dict[str, Any]]) -> lis
     return out
 
 
-def other_env_ids(directory: str, env_id: Any, own_manifest: str) -> list[str]:
-    """The env ids other than ``env_id`` recorded by the directory's other writers.
+def env_ids_in(directory: str, own_manifest: str) -> list[Any]:
+    """The env ids (None for none) recorded by the directory's writers other than
+    ``own_manifest``, each once.
 
     Only the start of each manifest is read (its env id comes before its batch list).
     """
-    found: set[str] = set()
+    found: list[Any] = []
     try:
         names = sorted(n for n in os.listdir(directory) if n.endswith(MANIFEST_SUFFIX))
     except OSError:
@@ -98,19 +99,35 @@ def other_env_ids(directory: str, env_id: Any, own_manifest: str) -> list[str]:
         if m is None:
             continue
         try:
-            other = json.loads(m.group(1))
+            env_id = json.loads(m.group(1))
         except ValueError:
             continue
-        if other != env_id:
-            found.add(_label(other))
-    return sorted(found)
+        if env_id not in found:
+            found.append(env_id)
+    return found
+
+
+def other_env_ids(directory: str, env_id: Any, own_manifest: str) -> list[str]:
+    """The env ids other than ``env_id`` recorded by the directory's other writers."""
+    return sorted({_label(other) for other in env_ids_in(directory, own_manifest)
+                   if other != env_id})
 
 
 def warn_if_other_envs(directory: str, env_id: Any, own_manifest: str) -> None:
-    """Warns once (for this writer) if the directory holds recordings of other envs."""
-    others = other_env_ids(directory, env_id, own_manifest)
+    """Warns (once for this writer) when its env is new to a directory that holds recordings
+    of other envs; a writer adding to an env already recorded there is not warned.
+
+    Args:
+        directory: the recording directory.
+        env_id: the writer's env id.
+        own_manifest: the writer's manifest name (left out of the scan).
+    """
+    ids = env_ids_in(directory, own_manifest)
+    if env_id in ids:
+        return
+    others = sorted({_label(other) for other in ids})
     if others:
         warnings.warn(
             f"{directory} already holds recordings of {', '.join(others)}; this writer records "
             f"{_label(env_id)} beside them (info, plot and export group episodes by env id; "
-            "export needs --env to choose one)", MixedEnvsWarning, stacklevel=6)
+            "export needs --env to choose one)", MixedEnvsWarning, stacklevel=user_stacklevel())

@@ -31,6 +31,7 @@ class Segment:
         no_reset: True for an episode stepped on without a reset (it starts from the last
             observation).
         end: why the episode ended, or None while it continues in the next batch.
+        reset_row, final_row, reset_info: see below (the vector buffer's; None otherwise).
 
     Each entry's rows follow the previous entry's in every column.
     """
@@ -48,6 +49,12 @@ class Segment:
     step1: int = 0
     info1: int = 0
     end: str | None = None
+    # The vector buffer's bookkeeping while the batch is filled (its rows are found when the
+    # batch is taken; see record/vector_rows): flat observation rows of the reset observation
+    # (part 0) and of the last one when it is not a step's (SAME_STEP, no_reset), the reset info.
+    reset_row: int | None = None
+    final_row: int | None = None
+    reset_info: dict[str, Any] | None = None
 
 
 class Batch:

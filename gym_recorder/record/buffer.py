@@ -1,185 +1,36 @@
 """Episode buffering: appends steps into preallocated columns and hands out finished batches.
 
 No I/O and no Gymnasium protocol here: the wrapper feeds values in, the batch writer takes
-:class:`~gym_recorder.record.batch.Batch` objects out. :class:`ColumnBuffer` is what both buffers share
-(layouts, sizing, column allocation and reuse, widening, infos); :class:`StepBuffer` is the
-single-env front end, :class:`~gym_recorder.record.vector_buffer.VectorStepBuffer` the vector one.
+:class:`~gym_recorder.record.batch.Batch` objects out. :class:`StepBuffer` is the single-env front
+end of :class:`~gym_recorder.record.columns.ColumnBuffer` (what both buffers share: layouts,
+sizing, column reuse, the fit rule, infos); :class:`~gym_recorder.record.vector_buffer.VectorStepBuffer`
+is the vector one.
 Each column is preallocated for the batch being filled, so recording a step is one copy of each
 observation and action into memory that is reused from batch to batch.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .batch import Batch, Segment
-from ..errors import OutsideSpaceWarning, UnsupportedValueError
+from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, ColumnBuffer, steps_for_target,
+                      worth_resizing)
+from ..errors import UnsupportedValueError
 from ..format import exact_in
-from ..format.spaces import ArrayLeaf, Layout
+from ..format.spaces import Layout
 from ..format.values import record_info, snapshot
 
 __all__ = ["Batch", "Segment", "StepBuffer", "snapshot", "record_info",
-           "MIN_BATCH_STEPS", "MAX_BATCH_STEPS"]
+           "MIN_BATCH_STEPS", "MAX_BATCH_STEPS", "steps_for_target", "worth_resizing"]
 
-# A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
-MIN_BATCH_STEPS = 1
-# ...and at most this many, so that a near-zero bytes-per-step estimate cannot allocate without bound.
-MAX_BATCH_STEPS = 1 << 20
 # Extra observation rows per batch, as a fraction of its steps, for the reset observations of the
 # episodes that start in it (at least RESET_ROWS_MIN); a batch also ends when these run out.
 RESET_ROWS_FRACTION = 0.25
 RESET_ROWS_MIN = 8
-# Bytes per step assumed for a value that does not stack (Text, Sequence, ...) before the first
-# batch tells the truth.
-VALUES_BYTES_GUESS = 64
-# JSON bytes per step assumed for rewards, flags and references before the first batch (an
-# episode entry holds about 1 kB of JSON; at 16+ steps per episode, about 64 bytes a step).
-STEP_OVERHEAD_GUESS = 64
-
-
-def steps_for_target(target_bytes: int, bytes_per_step: float) -> int:
-    """How many steps a batch buffers to come out near ``target_bytes``, within the bounds."""
-    steps = int(target_bytes / max(bytes_per_step, 1.0))
-    return max(MIN_BATCH_STEPS, min(MAX_BATCH_STEPS, steps))
-
-
-def worth_resizing(current: int, new: int) -> bool:
-    """True when a batch size estimate moved by more than a quarter (so columns are reused)."""
-    return abs(new - current) * 4 > current
-
-
-def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:
-    total = STEP_OVERHEAD_GUESS + 8 + 2  # reward float64, two flags
-    for leaf in obs_layout.leaves + act_layout.leaves:
-        if isinstance(leaf, ArrayLeaf):
-            total += leaf.dtype.itemsize * math.prod(leaf.shape)
-        else:
-            total += VALUES_BYTES_GUESS
-    return total
-
-
-class ColumnBuffer:
-    """What the single-env and the vector-env buffers share: layouts, columns, sizing and infos.
-
-    A buffer fills preallocated columns (one per observation and action leaf) for the batch
-    being filled, sized for about ``target_batch_bytes`` per batch, and hands them out as a
-    :class:`Batch`. Subclasses say how rows are addressed (:class:`StepBuffer`: one row per step;
-    :class:`~gym_recorder.record.vector_buffer.VectorStepBuffer`: one row per sub-env and vector step).
-
-    Args:
-        obs_layout: layout of the (single) observation space.
-        act_layout: layout of the (single) action space.
-        target_batch_bytes: aim for batches of about this many bytes.
-        record_infos: keep the info dicts.
-        info_filter: called with each non-empty info dict; returns the dict to record.
-        per_row: steps per row of the capacity (1; the vector buffer's ``num_envs``).
-    """
-
-    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
-                 record_infos: bool, info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None,
-                 per_row: int = 1) -> None:
-        self._obs_layout = obs_layout
-        self._act_layout = act_layout
-        self._obs_flatten = None if obs_layout.single else obs_layout.flattener()
-        self._act_flatten = None if act_layout.single else act_layout.flattener()
-        self._target = target_batch_bytes
-        self._record_infos = record_infos
-        self._info_filter = info_filter
-        self._per_row = per_row
-        self.episodes_started = 0
-        self._pool: list[Any] = []  # column sets handed back by written batches, for reuse
-        # Rows of the next batches (steps of a single env, vector steps of a vector env).
-        self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
-        self._cap = self._capacity  # rows of the batch being filled
-        self._obs_cols: list[Any] = []
-        self._act_cols: list[Any] = []
-        self._warned: set[tuple[str, int]] = set()  # leaves warned about (outside the space)
-        self._obs0: np.ndarray | None = None  # the one column of a single-leaf space, if stacked
-        self._act0: np.ndarray | None = None
-
-    # -- sizing ----------------------------------------------------------------------------
-
-    def _capacity_for(self, bytes_per_step: float) -> int:
-        return max(MIN_BATCH_STEPS,
-                   steps_for_target(self._target, bytes_per_step) // self._per_row)
-
-    def observe_batch_bytes(self, bytes_written: int, steps: int) -> None:
-        """Adapts the next batches' capacity to the bytes per step actually written.
-
-        Called from the writer thread; the new size takes effect when the next batch starts, and
-        only when the estimate moves by more than a quarter, so that columns are reused.
-        """
-        if steps <= 0:
-            return
-        new = self._capacity_for(bytes_written / steps)
-        if worth_resizing(self._capacity, new):
-            self._capacity = new
-            self._pool.clear()
-
-    @property
-    def capacity(self) -> int:
-        """How many rows (steps; vector steps and resets) the batch being filled holds."""
-        return self._cap
-
-    # -- columns ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any]) -> list[Any]:
-        """Per leaf, a preallocated array of ``rows`` rows, or ``values()`` for a leaf that
-        does not stack."""
-        return [np.empty((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
-                else values() for leaf in layout.leaves]
-
-    def _fits(self, obs_cols: list[Any], act_cols: list[Any]) -> bool:
-        """True when no array column was widened (each has its leaf's dtype)."""
-        return all(type(c) is list or c.dtype.hasobject or c.dtype == leaf.dtype
-                   for c, leaf in zip(obs_cols + act_cols,
-                                      self._obs_layout.leaves + self._act_layout.leaves))
-
-    def _widen(self, cols: list[Any], j: int, dtype: np.dtype[Any]) -> np.ndarray:
-        """Widens array column ``j`` of ``cols`` to ``dtype`` for the batch being filled, so that
-        a value that does not fit the space's dtype is kept exactly."""
-        with np.errstate(invalid="ignore"):  # (rows not written yet hold garbage)
-            col: np.ndarray = cols[j].astype(dtype)
-        cols[j] = col
-        if j == 0:
-            if cols is self._obs_cols and self._obs_layout.single:
-                self._obs0 = col
-            elif cols is self._act_cols and self._act_layout.single:
-                self._act0 = col
-        return col
-
-    # -- infos -----------------------------------------------------------------------------
-
-    def _info(self, info: Any, where: str) -> dict[str, Any] | None:
-        if not self._record_infos or not info:
-            return None
-        return record_info(info, self._info_filter, where)
-
-    def _outside(self, cols: list[Any], j: int, what: str, message: str,
-                 stacklevel: int = 5) -> None:
-        """Warns once per leaf that a value lies outside the space (it is kept exactly).
-
-        Args:
-            cols: the observation or action columns the leaf is in.
-            j: the leaf.
-            what: ``"observation"`` or ``"action"``.
-            message: what is outside the space, and how it is stored.
-            stacklevel: of the warning (the caller's ``step`` or ``reset``).
-        """
-        side = "obs" if cols is self._obs_cols else "act"
-        if (side, j) in self._warned:
-            return
-        self._warned.add((side, j))
-        layout = self._obs_layout if side == "obs" else self._act_layout
-        path = layout.leaf_paths()[j]
-        warnings.warn(f"{what}{path}: {message} (gym_recorder records what the env returned, "
-                      "exactly; warned once per leaf)", OutsideSpaceWarning, stacklevel=stacklevel)
 
 
 class _Columns:
@@ -224,7 +75,6 @@ class StepBuffer(ColumnBuffer):
         self._open_episode: Segment | None = None
         self._last_obs: list[Any] | None = None
         self._last_obs_row: int | None = None  # row of the last ended episode's final obs
-        self._values_leaves: set[tuple[str, int]] = set()  # array leaves stored as values
         self._new_columns()
 
     def discard(self) -> None:
@@ -292,61 +142,22 @@ class StepBuffer(ColumnBuffer):
     def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
                row: int, value: Any, what: str) -> None:
         values = [value] if flatten is None else flatten(value)
-        inexact = False
-        for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
+        for j, v in enumerate(values):
             col = cols[j]
             if type(col) is list:
                 del col[row:]  # drop what a failed earlier call may have left
                 col.append(snapshot(v, f"{what} leaf {j}"))
                 continue
-            if type(v) is not np.ndarray or v.dtype != col.dtype:
+            if type(v) is not np.ndarray or v.dtype != col.dtype or v.shape != col.shape[1:]:
                 arr = np.asarray(v)
-                if arr.dtype.hasobject or arr.dtype.kind not in "biufc":
-                    # Not a number (a string, None, a dict...): kept as one VALUE a row if it
-                    # can be stored at all (snapshot raises UnsupportedValueError otherwise).
-                    kept = snapshot(values[j], f"{what} leaf {j}")
-                    self._outside(cols, j, what, f"a {type(v).__name__} (dtype {arr.dtype}) "
-                                  f"where the space has {leaf.dtype} numbers; stored as one "
-                                  f"value a row from now on")
-                    col = self._to_values(cols, j, row)
-                    col.append(kept)
+                fitted = self._fit(cols, j, arr, arr.shape,
+                                   lambda dtype: exact_in(col[:row], dtype), what,
+                                   python_number=type(v) in (int, bool, float))
+                if fitted is None:
+                    kept = snapshot(v, f"{what} leaf {j}")  # (raises if it cannot be stored)
+                    self._to_values(cols, j, row).append(kept)
                     continue
-                if arr.shape != col.shape[1:]:
-                    v = arr  # (outside the space's shape: below)
-                elif not np.can_cast(arr.dtype, col.dtype, "safe") and not (
-                        type(v) in (int, bool) and arr.dtype.kind in "biu"
-                        and col.dtype.kind in "iu" and _int_fits(v, col.dtype)):
-                    # Keep the value exactly: widen this leaf for the batch being filled, if a
-                    # wider dtype holds both (int64 and float32 meet in float64, which rounds
-                    # integers beyond 2**53: then the leaf is stored as values, below).
-                    wide = np.result_type(col.dtype, arr.dtype)
-                    if exact_in(arr, wide) and exact_in(col[:row], wide):
-                        if not (type(v) is float and col.dtype.kind == "f"):
-                            self._outside(cols, j, what, f"dtype {arr.dtype} does not fit the "
-                                          f"space's {leaf.dtype}; stored as {wide}")
-                        col = self._widen(cols, j, wide)
-                    else:
-                        inexact = True
-                elif not exact_in(arr, col.dtype):  # "safe" to numpy, yet it would round
-                    inexact = True
-                v = arr
-            if inexact:
-                inexact = False
-                self._outside(cols, j, what, f"values of dtype {v.dtype} and {col.dtype} have "
-                              f"no common dtype that holds both exactly; stored as one value "
-                              f"a row from now on")
-                col = self._to_values(cols, j, row)
-                col.append(snapshot(values[j], f"{what} leaf {j}"))
-                continue
-            if v.shape != col.shape[1:]:
-                # Outside the space (Gymnasium only warns): from now on this leaf is stored as
-                # one VALUE a row, so that every value is kept with its own shape and dtype.
-                self._outside(cols, j, what, f"shape {v.shape} (dtype {v.dtype}) does not match "
-                              f"the space's shape {col.shape[1:]}; stored as one value a row "
-                              "from now on")
-                col = self._to_values(cols, j, row)
-                col.append(snapshot(values[j], f"{what} leaf {j}"))
-                continue
+                col, v = fitted, arr
             col[row] = v
 
     def _to_values(self, cols: list[Any], j: int, row: int) -> list[Any]:
@@ -509,7 +320,3 @@ class StepBuffer(ColumnBuffer):
                                          None, open_seg.sub_env, open_seg.no_reset)
         return batch
 
-
-def _int_fits(v: int, dtype: np.dtype) -> bool:
-    info = np.iinfo(dtype)
-    return info.min <= v <= info.max

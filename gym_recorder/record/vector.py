@@ -35,10 +35,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from ..format.envspec import capture_vector_wrappers
-from ..errors import RecordingClosedError, ResetNeeded, UnsupportedValueError
+from ..errors import UnsupportedValueError
 from ..format.spaces import Layout
-from .session import RecordingSession, check_options
 from ..format.codecs import resolve_compression
+from .session import check_options
+from .shell import RecorderShell
 from .vector_buffer import DISABLED, NEXT_STEP, SAME_STEP, VectorStepBuffer
 from ..format.values import check_metadata
 from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, env_header
@@ -120,7 +121,7 @@ def _seeds(seed: Any, num_envs: int) -> list[int | None]:
     return [None if s is None else int(s) for s in seed]
 
 
-class RecordingVectorWrapper(VectorWrapper):
+class RecordingVectorWrapper(RecorderShell, VectorWrapper):
     """Records every sub-environment's episodes of a vector environment, in any autoreset mode.
 
     ``reset`` and ``step`` return exactly what the inner vector env returns. Each sub-env's
@@ -166,6 +167,8 @@ class RecordingVectorWrapper(VectorWrapper):
         FileExistsError: if ``file_prefix`` is already used in the directory.
     """
 
+    _name = "RecordingVectorWrapper"
+
     def __init__(self, env: VectorEnv, directory: str | os.PathLike[str], *,
                  file_prefix: str | None = None,
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
@@ -181,40 +184,31 @@ class RecordingVectorWrapper(VectorWrapper):
             raise TypeError(f"env must be a gymnasium.vector.VectorEnv, got {type(env).__name__} "
                             "(use RecordingWrapper for a single env)")
         super().__init__(env)
-        mode = _autoreset_mode(env)
-        num_envs = int(env.num_envs)
+        self._mode = _autoreset_mode(env)
+        self._n = int(env.num_envs)
+        self._record_infos = record_infos
+        self._start_shell(directory, file_prefix, target_batch_bytes, record_infos, info_filter,
+                          flush_interval, fsync, compression=codec, metadata=metadata)
+
+    def _header(self) -> dict[str, Any]:
+        env = self.env
         header = env_header(env, env.single_observation_space, env.single_action_space)
         if isinstance(header["env_spec"], dict):  # (the spec is the innermost env's)
             header["env_spec"]["vector_wrappers"] = capture_vector_wrappers(env)
-        header["vector"] = {"num_envs": num_envs, "autoreset_mode": mode}
-        if metadata:
-            header["metadata"] = metadata
-        obs_layout = Layout(header["observation_space"])
-        act_layout = Layout(header["action_space"])
-        self._mode = mode
-        self._n = num_envs
-        self._record_infos = record_infos
-        self._buffer = VectorStepBuffer(obs_layout, act_layout, num_envs, mode,
-                                        target_batch_bytes, record_infos=record_infos,
-                                        info_filter=info_filter)
-        self._directory = os.fspath(directory)
-        self._session = RecordingSession(
-            self, self._buffer, self._buffer.end_episodes, directory, header, obs_layout,
-            act_layout, file_prefix=file_prefix, flush_interval=flush_interval, fsync=fsync,
-            compression=codec)
-        self._ever_reset = np.zeros(num_envs, np.bool_)
-        self._ready = False
-        self._env_closed = False
+        header["vector"] = {"num_envs": self._n, "autoreset_mode": self._mode}
+        return header
 
-    @property
-    def directory(self) -> str:
-        """The recording directory, as given."""
-        return self._directory
+    def _new_buffer(self, obs_layout: Layout, act_layout: Layout) -> tuple[
+            VectorStepBuffer, Callable[[str], None]]:
+        settings = self._settings
+        buffer = VectorStepBuffer(obs_layout, act_layout, self._n, self._mode,
+                                  settings["target_batch_bytes"],
+                                  record_infos=settings["record_infos"],
+                                  info_filter=settings["info_filter"])
+        return buffer, buffer.end_episodes
 
-    @property
-    def file_prefix(self) -> str:
-        """This writer's file prefix."""
-        return self._session.prefix
+    def _on_restart(self) -> None:
+        self._ever_reset = np.zeros(self._n, np.bool_)  # sub-envs reset since the recorder started
 
     @property
     def autoreset_mode(self) -> str:
@@ -278,10 +272,11 @@ class RecordingVectorWrapper(VectorWrapper):
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets the vector env and starts a new recorded episode in each reset sub-env.
 
-        With ``options={"reset_mask": mask}`` only the masked sub-envs start new episodes.
+        With ``options={"reset_mask": mask}`` only the masked sub-envs start new episodes. (A
+        copy or a forked child records again from a reset of every sub-env; until then its
+        resets and steps pass through unrecorded.)
         """
-        if self._session.closed:
-            raise RecordingClosedError("reset() on a closed RecordingVectorWrapper")
+        self._check_open("reset")
         mask = None
         sub_options = options
         if options is not None and "reset_mask" in options:
@@ -294,21 +289,24 @@ class RecordingVectorWrapper(VectorWrapper):
         if mask is not None:
             # The env accepted it (Gymnasium checks: bool, shape (num_envs,)).
             mask = mask.astype(np.bool_) if mask.shape == (self._n,) else None
+            if mask is not None and mask.all():
+                mask = None
+        if self._paused and mask is not None:
+            return result  # (a copy or a forked child: not every sub-env starts an episode)
         buffer = self._buffer
         buffer.reset(obs, self._split(info), mask, _seeds(seed, self._n), sub_options)
         self._ever_reset |= True if mask is None else mask
         self._ready = bool(self._ever_reset.all())
+        self._paused = False
         if buffer.full or self._session.due():
-            self._session.commit()
+            self._commit_deferring()
         return result
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Steps the vector env and records each sub-env's transition."""
-        if not self._ready:
-            if self._session.closed:
-                raise RecordingClosedError("step() on a closed RecordingVectorWrapper")
-            raise ResetNeeded("call reset() on every sub-env before step() on a "
-                              "RecordingVectorWrapper")
+        if not self._ready and self._not_ready(
+                "call reset() on every sub-env before step() on a RecordingVectorWrapper"):
+            return self.env.step(actions)  # (a copy or a forked child, until its reset())
         result = self.env.step(actions)
         obs, reward, terminated, truncated, info = result
         final_obs = final_infos = None
@@ -319,16 +317,8 @@ class RecordingVectorWrapper(VectorWrapper):
         buffer = self._buffer
         buffer.step(actions, obs, reward, terminated, truncated, infos, final_obs, final_infos)
         if buffer.full or self._session.due():
-            self._session.commit()
+            self._commit_deferring()
         return result
-
-    def flush(self) -> None:
-        """Commits every buffered step now (open episodes continue) and waits for the disk.
-
-        Raises:
-            WriteError: if a batch cannot be written; it is kept for the next flush or close.
-        """
-        self._session.flush("RecordingVectorWrapper")
 
     def close(self, **kwargs: Any) -> None:
         """Ends open episodes (``end == "close"``), writes everything, closes the vector env.
@@ -339,14 +329,10 @@ class RecordingVectorWrapper(VectorWrapper):
         Raises:
             WriteError: if something could not be written; calling close() again retries.
         """
-        self._ready = False
-        self._session.close()
+        self._close_recorder()
         if not self._env_closed:
             self._env_closed = True
             self.env.close(**kwargs)
 
     def __enter__(self) -> RecordingVectorWrapper:
         return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()

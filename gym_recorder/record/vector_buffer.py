@@ -1,7 +1,7 @@
 """Vector-env buffering: the steps of ``num_envs`` sub-environments, into batches of columns.
 
-:class:`VectorStepBuffer` is the vector front end of :class:`~gym_recorder.record.buffer.ColumnBuffer`
-(which owns the layouts, sizing and column allocation both buffers share). It copies the whole
+:class:`VectorStepBuffer` is the vector front end of :class:`~gym_recorder.record.columns.ColumnBuffer`
+(in :mod:`~gym_recorder.record.columns`: the layouts, sizing, column allocation and the fit rule both buffers share). It copies the whole
 ``(num_envs, ...)`` observation, action, reward and flag arrays of a vector step into
 preallocated columns with one numpy assignment each (row ``r`` of the batch, sub-env ``i`` at
 flat row ``r * num_envs + i``), stores the id of the episode segment each sub-env's row belongs
@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .buffer import ColumnBuffer
-from ..errors import RecorderError, ResetNeeded, UnsupportedValueError
+from .vector_rows import vector_segment
+from .columns import ColumnBuffer
+from .vector_rows import entries, flat, group_rows, single_leaves, vector_leaves
+from ..errors import RecorderError, ResetNeeded
 from ..format import exact_in
 from ..format.spaces import ArrayLeaf, Layout
 from ..format.values import snapshot
@@ -41,145 +43,6 @@ EXTRA_ROWS_MIN = 8
 # One vector step uses at most this many extra slots per sub-env (a no_reset start and a final
 # observation), so a batch is full when fewer than this many per sub-env are left.
 EXTRA_SLOTS_PER_STEP = 2
-
-
-def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) -> list[Any]:
-    """The leaves of a value (``flatten`` None: the value is the one leaf), or a named error."""
-    try:
-        return [value] if flatten is None else flatten(value)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise UnsupportedValueError(f"{what}: does not match the space ({e})") from e
-
-
-def _vector_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout, n: int,
-                   what: str) -> list[Any]:
-    """Flattens a batched value of ``n`` sub-envs into per-leaf ``(n, ...)`` arrays or lists,
-    checked."""
-    values = _flatten(value, flatten, what)
-    out = []
-    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
-        if not isinstance(leaf, ArrayLeaf):
-            if len(v) != n:
-                raise UnsupportedValueError(
-                    f"{what} leaf {j}: {len(v)} values for {n} sub-envs")
-            out.append([snapshot(x, f"{what} leaf {j}[{k}]") for k, x in enumerate(v)])
-            continue
-        if type(v) is not np.ndarray:
-            v = np.asarray(v)
-        if v.dtype.hasobject or v.dtype.kind not in "biufc":
-            raise UnsupportedValueError(
-                f"{what} leaf {j}: dtype {v.dtype} does not fit the space's {leaf.dtype} leaf")
-        if v.shape != (n, *leaf.shape):
-            raise UnsupportedValueError(f"{what} leaf {j}: shape {v.shape}, expected "
-                                        f"{(n, *leaf.shape)} ({n} sub-envs)")
-        out.append(v)
-    return out
-
-
-def _single_leaves(value: Any, flatten: Callable[[Any], list[Any]] | None, layout: Layout,
-                   where: str) -> list[Any]:
-    """Flattens one sub-env's observation into per-leaf values, checked and copied."""
-    values = _flatten(value, flatten, where)
-    out = []
-    for j, (leaf, v) in enumerate(zip(layout.leaves, values)):
-        if not isinstance(leaf, ArrayLeaf):
-            out.append(snapshot(v, f"{where} leaf {j}"))
-            continue
-        arr = np.array(v)  # a copy
-        if type(v) in (bool, int, float) and arr.dtype != leaf.dtype:
-            # A Python number: the space's dtype when it holds it exactly (as the vector
-            # env's batched observation would).
-            try:
-                cast = np.array(v, dtype=leaf.dtype)
-            except (OverflowError, ValueError):
-                cast = None
-            if cast is not None and cast.item() == v:
-                arr = cast
-        if arr.dtype.hasobject or arr.dtype.kind not in "biufc" or arr.shape != leaf.shape:
-            raise UnsupportedValueError(f"{where} leaf {j}: {arr.dtype} {arr.shape} does not "
-                                        f"fit the space's {leaf.dtype} {leaf.shape} leaf")
-        out.append(arr)
-    return out
-
-
-def _flat(value: Any, n: int, name: str, dtype: type) -> np.ndarray:
-    """A per-sub-env scalar (reward, flag) as an ``(n,)`` array, checked."""
-    if type(value) is not np.ndarray or value.shape != (n,):
-        value = np.asarray(value)
-        if value.shape != (n,):
-            raise UnsupportedValueError(f"{name}: shape {value.shape}, expected ({n},)")
-    if dtype is np.bool_ and value.dtype != np.bool_:
-        value = value.astype(np.bool_)
-    flat: np.ndarray = value
-    return flat
-
-
-class _Segment:
-    """The part of one episode that lies in the batch being filled (one entry when taken)."""
-
-    __slots__ = ("sub_env", "episode", "part", "reset_idx", "final_idx", "reset_info", "seed",
-                 "options", "end", "no_reset")
-
-    def __init__(self, sub_env: int, episode: int, part: int, reset_idx: int | None,
-                 reset_info: dict[str, Any] | None, seed: int | None, options: Any, no_reset: bool) -> None:
-        self.sub_env = sub_env
-        self.episode = episode
-        self.part = part
-        self.reset_idx = reset_idx    # flat observation row of the reset observation (part 0)
-        self.final_idx: int | None = None  # flat row of its last observation, if not the step's
-        self.reset_info = reset_info
-        self.seed = seed
-        self.options = options
-        self.end: str | None = None
-        self.no_reset = no_reset
-
-
-def _group_rows(ids_flat: np.ndarray, segs: list[_Segment]) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Finds each segment's rows, where ``ids_flat[f]`` is the segment of flat row ``f`` (or -1).
-
-    A stable sort of the rows by segment id groups them, rows in order.
-
-    Returns:
-        (the flat step rows grouped by segment; the flat observation rows likewise, with each
-        segment's reset and final observations in place; each segment's offset into the first,
-        and into the second (``len(segs) + 1`` each); which segments start an episode).
-    """
-    count = len(segs)
-    flat = np.flatnonzero(ids_flat >= 0)
-    ids = ids_flat[flat]
-    steps_idx = flat[np.argsort(ids, kind="stable")]  # grouped by segment, rows in order
-    counts = np.bincount(ids, minlength=count)
-    step_off = np.zeros(count + 1, np.intp)
-    np.cumsum(counts, out=step_off[1:])
-    first = np.array([s.reset_idx is not None for s in segs], np.bool_)
-    resets = np.array([s.reset_idx for s in segs if s.reset_idx is not None], np.intp)
-    obs_idx = np.insert(steps_idx, step_off[:-1][first], resets)
-    obs_off = np.zeros(count + 1, np.intp)
-    np.cumsum(counts + first, out=obs_off[1:])
-    finals = [(k, s.final_idx) for k, s in enumerate(segs) if s.final_idx is not None]
-    if finals:
-        ks, slots = zip(*finals)
-        obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
-    return steps_idx, obs_idx, step_off, obs_off, first
-
-
-def _entries(segs: list[_Segment], obs_off: list[int], step_off: list[int],
-             seg_infos: list[list[tuple[int, dict[str, Any]]]]) -> tuple[
-        list[Segment], list[tuple[int, dict[str, Any]]]]:
-    """The batch's segments, and its (row, info) pairs counted across the batch, from each
-    segment's row offsets (see :func:`_group_rows`) and infos (rows counted in the segment)."""
-    segments = []
-    infos: list[tuple[int, dict[str, Any]]] = []
-    for k, seg in enumerate(segs):
-        part0 = seg.reset_idx is not None
-        o0, o1 = obs_off[k], obs_off[k + 1]
-        segments.append(Segment(  # (one info a row: info rows are observation rows)
-            seg.episode, seg.part, o0, step_off[k], o0, seg.seed if part0 else None,
-            seg.options if part0 else None, seg.sub_env, seg.no_reset,
-            o1, step_off[k + 1], o1, seg.end))
-        infos.extend((o0 + r, info) for r, info in seg_infos[k])
-    return segments, infos
 
 
 class VectorStepBuffer(ColumnBuffer):
@@ -216,9 +79,15 @@ class VectorStepBuffer(ColumnBuffer):
         self._open = np.zeros(num_envs, dtype=np.bool_)
         self._n_open = 0  # how many are True in _open
         self._nshape = (num_envs,)
-        self._segs: list[_Segment | None] = [None] * num_envs  # the open one per sub-env
+        self._segs: list[Segment | None] = [None] * num_envs  # the open one per sub-env
         self._last_obs: list[list[Any] | None] = [None] * num_envs  # DISABLED: for no_reset episodes
         self._alloc()
+
+    def discard(self) -> None:
+        """Forgets everything buffered and every open episode (in a forked child: the parent
+        writes them); episodes are numbered from 0 again, for a new writer."""
+        VectorStepBuffer.__init__(self, self._obs_layout, self._act_layout, self.num_envs,
+                                  self.mode, self._target, self._record_infos, self._info_filter)
 
     # -- columns ---------------------------------------------------------------------------
 
@@ -238,8 +107,14 @@ class VectorStepBuffer(ColumnBuffer):
         self._trunc = np.empty(rows * n, np.bool_)
         # [r, i]: the batch segment whose transition row r of sub-env i is, or -1 (none).
         self._segid = np.full((rows, n), -1, np.int32)
-        self._obs0 = self._obs_cols[0] if self._obs_layout.single else None
-        self._act0 = self._act_cols[0] if self._act_layout.single else None
+        for side, j in self._values_leaves:  # leaves that went outside their space
+            cols, length = (self._obs_cols, rows * n + extra) if side == "obs" \
+                else (self._act_cols, rows * n)
+            cols[j] = np.empty(length, object)
+        self._obs0 = self._obs_cols[0] if self._obs_layout.single and \
+            ("obs", 0) not in self._values_leaves else None
+        self._act0 = self._act_cols[0] if self._act_layout.single and \
+            ("act", 0) not in self._values_leaves else None
         self._obs_vshape = (n, *self._obs_layout.leaves[0].shape) if self._obs0 is not None and \
             isinstance(self._obs_layout.leaves[0], ArrayLeaf) else None
         self._act_vshape = (n, *self._act_layout.leaves[0].shape) if self._act0 is not None and \
@@ -249,7 +124,7 @@ class VectorStepBuffer(ColumnBuffer):
     def _new_batch(self) -> None:
         self._row = 0
         self._extra_used = 0
-        self._batch_segs: list[_Segment] = []  # every segment of this batch; index = its id
+        self._batch_segs: list[Segment] = []  # every segment of this batch; index = its id
         self._cur = np.full(self.num_envs, -1, np.int32)  # id of each sub-env's open segment
         self._step_infos: list[tuple[int, dict[str, Any]]] = []  # (flat row, info) in row order
         for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
@@ -265,33 +140,45 @@ class VectorStepBuffer(ColumnBuffer):
     # -- values --------------------------------------------------------------------------------
 
     def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
+        """Stores ``v`` at ``index`` (a slice of ``num_envs`` rows, or one extra slot) of leaf
+        column ``j``, fitting it by the rule both buffers share (``ColumnBuffer._fit``)."""
         col = cols[j]
-        if type(v) is np.ndarray and v.dtype != col.dtype and not col.dtype.hasobject:
-            wide = col.dtype if np.can_cast(v.dtype, col.dtype, "safe") \
-                else np.result_type(col.dtype, v.dtype)
-            kept = wide == col.dtype or self._written_exact_in(col, index, wide)
-            if not (exact_in(v, wide) and kept):
-                # (int64 and float32 meet in float64, which rounds integers beyond 2**53)
-                raise UnsupportedValueError(
-                    f"{'observation' if cols is self._obs_cols else 'action'} leaf {j}: "
-                    f"values of dtype {v.dtype} do not fit the {col.dtype} column exactly, "
-                    f"and no common dtype holds both (a vector recorder stores arrays only)")
-            if wide != col.dtype:
-                # Outside the space (Gymnasium only warns): kept exactly, in the wider dtype.
-                self._outside(cols, j, "observation" if cols is self._obs_cols else "action",
-                              f"dtype {v.dtype} does not fit the space's "
-                              f"{self._leaf_dtype(cols, j)}; stored as {wide}", stacklevel=6)
-                col = self._widen(cols, j, wide)
-        if col.dtype.hasobject and type(index) is slice:
-            for k, x in enumerate(v):
-                col[index.start + k] = x
-        else:
+        rows = type(index) is slice
+        if not col.dtype.hasobject:
+            if type(v) is not np.ndarray or v.dtype != col.dtype or \
+                    (v.shape[1:] if rows else v.shape) != col.shape[1:]:
+                what = "observation" if cols is self._obs_cols else "action"
+                fitted = self._fit(cols, j, v, v.shape[1:] if rows else getattr(v, "shape", ()),
+                                   lambda dtype: self._written_exact_in(col, index, dtype), what)
+                col = self._to_values(cols, j, index) if fitted is None else fitted
+        if not col.dtype.hasobject:
             col[index] = v
+        elif rows:
+            for k, x in enumerate(v):
+                col[index.start + k] = x.copy() if type(x) is np.ndarray else x
+        else:
+            col[index] = v if type(v) is not np.ndarray or v.ndim else v[()]
 
-    def _leaf_dtype(self, cols: list[Any], j: int) -> Any:
-        """The space's dtype of leaf ``j`` of the observation or action columns ``cols``."""
-        layout = self._obs_layout if cols is self._obs_cols else self._act_layout
-        return getattr(layout.leaves[j], "dtype", None)
+    def _to_values(self, cols: list[Any], j: int, index: Any) -> np.ndarray:
+        """Turns array column ``j`` into an object column of one value a row (the rows written
+        so far kept), for this batch and every later one."""
+        col = cols[j]
+        values = np.empty(len(col), object)
+        n = self.num_envs
+        written = list(range(self._row * n))
+        if len(col) > self._cap * n:
+            k = self._extra_used - (0 if type(index) is slice else 1)  # (the slot being put)
+            written += range(self._cap * n, self._cap * n + max(k, 0))
+        for r in written:
+            values[r] = col[r].copy() if col.ndim > 1 else col[r]
+        cols[j] = values
+        side = "obs" if cols is self._obs_cols else "act"
+        self._values_leaves.add((side, j))
+        if j == 0 and side == "obs":
+            self._obs0 = None
+        elif j == 0:
+            self._act0 = None
+        return values
 
     def _written_exact_in(self, col: np.ndarray, index: Any, dtype: np.dtype[Any]) -> bool:
         """True when the rows of ``col`` written so far keep their values in ``dtype`` (rows not
@@ -327,14 +214,15 @@ class VectorStepBuffer(ColumnBuffer):
 
     # -- episodes ------------------------------------------------------------------------------
 
-    def _add_segment(self, seg: _Segment) -> None:
-        self._segs[seg.sub_env] = seg
-        self._cur[seg.sub_env] = len(self._batch_segs)
+    def _add_segment(self, seg: Segment) -> None:
+        i: int = seg.sub_env  # type: ignore[assignment]  # (always set in a vector buffer)
+        self._segs[i] = seg
+        self._cur[i] = len(self._batch_segs)
         self._batch_segs.append(seg)
 
     def _begin(self, i: int, reset_idx: int, reset_info: dict[str, Any] | None, seed: int | None,
                options: Any, no_reset: bool = False) -> None:
-        self._add_segment(_Segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
+        self._add_segment(vector_segment(i, self.episodes_started, 0, reset_idx, reset_info, seed,
                                    options, no_reset))
         self.episodes_started += 1
         if not self._open[i]:
@@ -346,7 +234,7 @@ class VectorStepBuffer(ColumnBuffer):
         if seg is None:
             return
         seg.end = end
-        seg.final_idx = final_idx
+        seg.final_row = final_idx
         self._segs[i] = None
         self._cur[i] = -1
         self._open[i] = False
@@ -375,7 +263,7 @@ class VectorStepBuffer(ColumnBuffer):
             seeds: the seed each sub-env was reset with (None: none).
             options: the options each reset sub-env received.
         """
-        leaves = _vector_leaves(obs, self._obs_flatten, self._obs_layout, self.num_envs,
+        leaves = vector_leaves(obs, self._obs_flatten, self._obs_layout, self.num_envs,
                                 "reset observation")
         rec = self._infos(infos, "reset info")
         options = snapshot(options, "reset options")
@@ -415,22 +303,22 @@ class VectorStepBuffer(ColumnBuffer):
         obs0 = self._obs0
         fast_obs = obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
             and obs.shape == self._obs_vshape
-        obs_leaves = None if fast_obs else _vector_leaves(
+        obs_leaves = None if fast_obs else vector_leaves(
             obs, self._obs_flatten, self._obs_layout, n, "observation")
         act0 = self._act0
         fast_act = act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
             and action.shape == self._act_vshape
-        act_leaves = None if fast_act else _vector_leaves(
+        act_leaves = None if fast_act else vector_leaves(
             action, self._act_flatten, self._act_layout, n, "action")
         nshape = self._nshape
         if type(reward) is not np.ndarray or reward.shape != nshape:
-            reward = _flat(reward, n, "reward", np.float64)
+            reward = flat(reward, n, "reward", np.float64)
         if type(terminated) is not np.ndarray or terminated.dtype != np.bool_ or \
                 terminated.shape != nshape:
-            terminated = _flat(terminated, n, "terminated", np.bool_)
+            terminated = flat(terminated, n, "terminated", np.bool_)
         if type(truncated) is not np.ndarray or truncated.dtype != np.bool_ or \
                 truncated.shape != nshape:
-            truncated = _flat(truncated, n, "truncated", np.bool_)
+            truncated = flat(truncated, n, "truncated", np.bool_)
         rec = self._infos(infos, "info") if infos else None
         open_ = self._open
         done = terminated | truncated
@@ -444,7 +332,7 @@ class VectorStepBuffer(ColumnBuffer):
                         f"sub-env {i} ended in SAME_STEP autoreset mode, but the vector env gave "
                         "no info['final_obs'] for it")
                 fi = final_infos.get(i) if final_infos else None
-                finals[i] = (_single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
+                finals[i] = (single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
                                             f"final observation of sub-env {i}"),
                              self._info(fi, f"final info of sub-env {i}") if fi else None)
         if mode != NEXT_STEP and self._n_open != n:
@@ -528,7 +416,7 @@ class VectorStepBuffer(ColumnBuffer):
             return None
         n = self.num_envs
         ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
-        steps_idx, obs_idx, step_off, obs_off, first = _group_rows(ids_flat, segs)
+        steps_idx, obs_idx, step_off, obs_off, first = group_rows(ids_flat, segs)
 
         def gather(col: np.ndarray, idx: np.ndarray) -> Any:
             return col[idx].tolist() if col.dtype.hasobject else col[idx]
@@ -538,7 +426,8 @@ class VectorStepBuffer(ColumnBuffer):
         rew_g = self._rew[steps_idx]
         term_g = self._term[steps_idx]
         trunc_g = self._trunc[steps_idx]
-        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [[(0, s.reset_info)] if s.reset_info else [] for s in segs]
+        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [
+            [(0, s.reset_info)] if s.reset_info else [] for s in segs]
         if self._step_infos:
             where = np.empty(n_rows * n, np.intp)
             where[steps_idx] = np.arange(len(steps_idx))
@@ -549,14 +438,14 @@ class VectorStepBuffer(ColumnBuffer):
                 seg_infos[k].append((r, info))
         # The gathered columns hold each segment's rows one after another: the writer can
         # write them column by column, like a single env's.
-        segments, infos = _entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
+        infos = entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)
         # Start the next batch: open episodes go on as their next part.
         for i, open_seg in enumerate(self._segs):
             if open_seg is not None:
-                self._segs[i] = _Segment(i, open_seg.episode, open_seg.part + 1, None, None, None,
-                                         None, open_seg.no_reset)
+                self._segs[i] = vector_segment(i, open_seg.episode, open_seg.part + 1, None,
+                                               None, None, None, open_seg.no_reset)
         if self._capacity != self._cap or not self._fits(self._obs_cols, self._act_cols):
             self._alloc()
         else:
             self._new_batch()
-        return Batch(segments, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off[-1]))
+        return Batch(segs, obs_g, act_g, rew_g, term_g, trunc_g, infos, int(step_off[-1]))

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Callable
-from typing import Any, Literal, SupportsFloat, TypedDict
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
 from .buffer import StepBuffer
 from ..format.envspec import capture_spec, vector_sub_env_spec
-from ..errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
+from ..errors import WriteError
 from ..format.spaces import Layout, describe_space
 from ..format.values import check_metadata
-from .session import RecordingSession, check_options
 from ..format.codecs import resolve_compression
+from .session import check_options
+from .shell import RecorderShell
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
 
@@ -68,20 +68,7 @@ def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space
     return header
 
 
-class _Settings(TypedDict):
-    """A RecordingWrapper's settings, kept to start a new writer (copy, unpickle, fork)."""
-
-    directory: str
-    target_batch_bytes: int
-    record_infos: bool
-    info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None
-    flush_interval: float | None
-    fsync: bool
-    compression: Any
-    metadata: dict[str, Any] | None
-
-
-class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Records every reset and step of an environment into a directory, in batches.
 
     ``reset`` and ``step`` return exactly what the inner environment returns. Observations,
@@ -124,6 +111,8 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         FileExistsError: if ``file_prefix`` is already used in the directory.
     """
 
+    _name = "RecordingWrapper"
+
     def __init__(self, env: gym.Env, directory: str | os.PathLike[str], *,
                  file_prefix: str | None = None,
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
@@ -143,67 +132,23 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             info_filter=info_filter, flush_interval=flush_interval, fsync=fsync,
             compression=compression, metadata=metadata)
         super().__init__(env)
-        self._settings: _Settings = {"directory": os.fspath(directory), "target_batch_bytes":
-                          target_batch_bytes, "record_infos": record_infos,
-                          "info_filter": info_filter, "flush_interval": flush_interval,
-                          "fsync": fsync, "compression": codec,
-                          "metadata": metadata}
-        self._start_recorder(file_prefix, lazy=False)
+        self._start_shell(directory, file_prefix, target_batch_bytes, record_infos, info_filter,
+                          flush_interval, fsync, compression=codec,
+                          metadata=metadata)
 
-    def _start_recorder(self, file_prefix: str | None, lazy: bool) -> None:
+    def _header(self) -> dict[str, Any]:
+        return env_header(self.env, self.env.observation_space, self.env.action_space)
+
+    def _new_buffer(self, obs_layout: Layout, act_layout: Layout) -> tuple[
+            StepBuffer, Callable[[str], None]]:
         settings = self._settings
-        header = env_header(self.env, self.env.observation_space, self.env.action_space)
-        if settings.get("metadata"):
-            header["metadata"] = settings.get("metadata")
-        obs_layout = Layout(header["observation_space"])
-        act_layout = Layout(header["action_space"])
-        self._buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],
-                                  record_infos=settings["record_infos"],
-                                  info_filter=settings["info_filter"])
-        self._directory: str = settings["directory"]
-        self._session = RecordingSession(
-            self, self._buffer, self._buffer.end_episode, self._directory, header, obs_layout,
-            act_layout, file_prefix=file_prefix, flush_interval=settings["flush_interval"],
-            fsync=settings["fsync"], lazy=lazy, compression=settings["compression"])
-        self._reset_done = False
-        self._env_closed = False
-        self._paused = False  # a copy or forked child: steps pass through until reset()
-        self._pending_error: WriteError | None = None  # raised by the next reset() or step()
-        self._pending_reset_done = False
-        self._paused_note = ""
+        buffer = StepBuffer(obs_layout, act_layout, settings["target_batch_bytes"],
+                            record_infos=settings["record_infos"],
+                            info_filter=settings["info_filter"])
+        return buffer, buffer.end_episode
 
-    def _renewed(self, note: str = "a process forked from the one that made this wrapper") -> None:
-        """Called when the recorder starts over (copy, unpickle, fork): records from reset()."""
-        if self._reset_done:
-            self._paused = True
-            self._paused_note = note
-        self._reset_done = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        """A copy (or pickle) keeps the inner env and the settings, never the writer."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_session", "_buffer")}
-        state["_copied_mid_episode"] = self._reset_done and self._buffer.episode_open
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """The copy records into the same directory as a new writer, from its next reset()."""
-        mid_episode = state.pop("_copied_mid_episode", False)
-        self.__dict__.update(state)
-        was_reset = self._reset_done
-        self._start_recorder(None, lazy=True)
-        self._paused = was_reset
-        if mid_episode:
-            self._paused_note = "a copy made mid-episode"
-
-    @property
-    def directory(self) -> str:
-        """The recording directory, as given."""
-        return self._directory
-
-    @property
-    def file_prefix(self) -> str:
-        """This writer's file prefix."""
-        return self._session.prefix
+    def _open_episodes(self) -> bool:
+        return self._ready and self._buffer.episode_open
 
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -211,9 +156,7 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
         An episode still open ends with ``end == "reset"`` (an early reset).
         """
-        if self._session.closed:
-            raise RecordingClosedError("reset() on a closed RecordingWrapper")
-        self._raise_pending()
+        self._check_open("reset")
         obs, info = self.env.reset(seed=seed, options=options)
         buffer = self._buffer
         buffer.end_episode("reset")
@@ -224,78 +167,32 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             except WriteError as e:
                 error = e  # the batch is kept; record the new episode, raise at the next call
         buffer.start_episode(obs, info, None if seed is None else int(seed), options)
-        self._reset_done = True
+        self._ready = True
         self._paused = False
         if error is not None:
             self._defer(error)
         return obs, info
 
-    def _defer(self, error: WriteError) -> None:
-        """Keeps a write error for the next call: the call that met it recorded its result and
-        returns it (the recording and what the caller saw agree); the next reset() or step()
-        raises it before touching the env, so that nothing is recorded that was not returned."""
-        self._pending_error = error
-        self._pending_reset_done = self._reset_done
-        self._reset_done = False  # (sends the next step() down the slow path)
-
-    def _raise_pending(self) -> None:
-        error = self._pending_error
-        if error is not None:
-            self._pending_error = None
-            self._reset_done = self._pending_reset_done
-            raise error
-
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the environment and records the transition."""
-        if not self._reset_done:
-            if self._session.closed:
-                raise RecordingClosedError("step() on a closed RecordingWrapper")
-            if self._pending_error is not None:
-                self._raise_pending()
-            if self._paused:
-                if self._paused_note:
-                    warnings.warn(f"RecordingWrapper in {self._paused_note}: its steps are "
-                                  "recorded from its next reset()", RecorderWarning,
-                                  stacklevel=2)
-                    self._paused_note = ""
-                return self.env.step(action)
-            raise ResetNeeded("call reset() before step() on a RecordingWrapper")
+        if not self._ready and self._not_ready("call reset() before step() on a "
+                                               "RecordingWrapper"):
+            return self.env.step(action)  # (a copy or a forked child, until its reset())
         result = self.env.step(action)
         buffer = self._buffer
         if buffer._open_episode is None:  # (not the property: this runs every step)
             # The episode ended and the env was stepped on without reset(): the env reset itself
             # (gymnasium.wrappers.Autoreset and the like). This step is the next episode's reset.
             if buffer.full or self._session.due():
-                try:
-                    self._session.commit()
-                except WriteError as e:
-                    self._defer(e)
+                self._commit_deferring()
             buffer.start_episode(result[0], result[4], None, None)
             return result
         obs, reward, terminated, truncated, info = result
         # (Unpacked, not add_step(action, *result): a starred call costs several times more.)
         if buffer.add_step(action, obs, reward, terminated, truncated, info) \
                 or _monotonic() >= self._session.deadline:
-            try:
-                self._session.commit()
-            except WriteError as e:  # the step is recorded: return it, raise at the next call
-                self._defer(e)
+            self._commit_deferring()
         return result
-
-    def flush(self) -> None:
-        """Commits every buffered step now (an open episode continues) and waits for the disk.
-
-        Raises:
-            WriteError: if a batch cannot be written; it is kept for the next flush or close.
-        """
-        self._drop_pending()
-        self._session.flush("RecordingWrapper")
-
-    def _drop_pending(self) -> None:
-        """flush() and close() retry and report write errors themselves."""
-        if self._pending_error is not None:
-            self._pending_error = None
-            self._reset_done = self._pending_reset_done
 
     def close(self) -> None:
         """Ends the open episode (``end == "close"``), writes everything, closes the env.
@@ -303,16 +200,10 @@ class RecordingWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         Raises:
             WriteError: if something could not be written; calling close() again retries.
         """
-        self._drop_pending()
-        self._reset_done = False
-        self._session.close()
+        self._close_recorder()
         if not self._env_closed:
             self._env_closed = True
             super().close()
 
     def __enter__(self) -> RecordingWrapper:
         return self
-
-    def __exit__(self, *exc_info: Any) -> Literal[False]:
-        self.close()
-        return False  # exceptions propagate

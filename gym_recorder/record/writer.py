@@ -26,13 +26,16 @@ from ..format.fileio import dumps
 from .batchqueue import BatchQueue
 from .batch import Batch
 from .encode import BatchEncoder
+from .writeback import (DEFAULT_WRITE_MODE, DEFAULT_WRITEBACK, WRITE_MODES, WRITEBACK_POLICIES,
+                        Writeback)
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
 from ..format.codecs import Codec
 from ..format import (RAW_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
                      manifest_name)
 from ..format.spaces import Layout
 
-__all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES"]
+__all__ = ["BatchWriter", "default_prefix", "MAX_PENDING_BATCHES", "WRITEBACK", "WRITE_MODE",
+           "WRITEBACK_POLICIES", "WRITE_MODES", "DEFAULT_WRITEBACK", "DEFAULT_WRITE_MODE"]
 
 # Batches handed to the writer thread and not yet written; submit() blocks beyond this, so memory
 # stays within (MAX_PENDING_BATCHES + 2) batches.
@@ -45,6 +48,9 @@ MIN_COMMIT_INTERVAL = 0.05
 COMMIT_COST_FACTOR = 20
 # ...and at most this many batches wait for one commit.
 MAX_COALESCED_BATCHES = 16
+# The writer's choices (see record/writeback), read when a writer starts.
+WRITEBACK = DEFAULT_WRITEBACK
+WRITE_MODE = DEFAULT_WRITE_MODE
 _counter = 0
 _counter_lock = threading.Lock()
 
@@ -119,6 +125,7 @@ class BatchWriter:
                 f"{self._manifest_path} exists: the prefix {self.prefix!r} is already used in "
                 "this directory (pick another file_prefix, or None for a unique one)")
         self._fsync = fsync
+        self._writeback = Writeback(WRITEBACK)
         self._on_batch_written = on_batch_written
         self._manifest = {
             "format": FORMAT_NAME, "prefix": self.prefix,
@@ -155,9 +162,11 @@ class BatchWriter:
         self._error_path = ""
         self._last_os_error: OSError | None = None  # its errno goes on later WriteErrors too
         self._closed = False
+        self._inline = WRITE_MODE == "inline"
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
-        self._thread.start()
+        if not self._inline:
+            self._thread.start()
         # The manifest exists from the start (with no batches): it claims the prefix, and a
         # reader sees the recording's spaces even before the first batch.
         self._write_manifest()
@@ -178,7 +187,35 @@ class BatchWriter:
             if self._failed or self._error is not None:
                 self._keep_failed(first, batch)
                 self._raise_pending()
-        self._queue.put((first, batch))
+        if self._inline:
+            self._write_inline(first, batch)
+        else:
+            self._queue.put((first, batch))
+
+    def _write_inline(self, first: int, batch: Batch) -> None:
+        """Writes a batch in the caller's thread (WRITE_MODE "inline"), committing as the
+        thread would; errors are raised now, the batch kept as the thread would keep it."""
+        with self._lock:
+            try:
+                self._write_batch(first, batch)
+            except OSError as e:
+                self._error = e
+                self._keep_failed(first, batch)
+                self._raise_pending()
+            except Exception as e:  # noqa: BLE001  (a retry cannot help: drop, and say so)
+                self._error = e
+                self._dropped_steps += batch.steps
+                batch.release()
+                self._raise_pending()
+        if self._uncommitted and (
+                self._uncommitted >= MAX_COALESCED_BATCHES
+                or time.monotonic() - self._last_commit >= self._commit_interval):
+            try:
+                self._commit()
+            except OSError as e:
+                with self._lock:
+                    self._error = e
+                    self._raise_pending()
 
     def flush(self) -> None:
         """Waits until every submitted batch is written, retrying failed ones, then fsyncs.
@@ -224,8 +261,9 @@ class BatchWriter:
             return
         self.flush()
         self._closed = True
-        self._queue.put(None)
-        self._thread.join()
+        if not self._inline:
+            self._queue.put(None)
+            self._thread.join()
         self._manifest["complete"] = True
         try:
             self._write_manifest()
@@ -323,6 +361,8 @@ class BatchWriter:
         self._error_path = bin_path
         with self._atomic(bin_path, "wb") as f:
             encoded = self._encoder.encode(first, batch, f, bin_name, json_name)
+            self._writeback.written(f)
+        self._writeback.committed(bin_path)
         doc, bin_size = encoded.json, encoded.bin_size
         self._error_path = json_path
         with self._atomic(json_path, "wb") as f:

@@ -1,0 +1,72 @@
+"""The writer's page-cache policies and write modes (record/writer WRITEBACK, WRITE_MODE): every
+combination records the same bytes, and a write error in "inline" mode follows the same policy
+(deferred to the next call, nothing lost)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gym_recorder import RecordingReader, RecordingWrapper
+from gym_recorder.errors import WriteError
+from gym_recorder.integrity import verify
+from gym_recorder.record import writer as writer_module
+from sample_envs.envs import ImageEnv
+from test_write_errors import Faults, enospc, temp_files
+
+
+@pytest.fixture
+def policy(monkeypatch):
+    def use(writeback: str, mode: str) -> None:
+        monkeypatch.setattr(writer_module, "WRITEBACK", writeback)
+        monkeypatch.setattr(writer_module, "WRITE_MODE", mode)
+    return use
+
+
+def _play(env, steps, seed=0):
+    frames = [env.reset(seed=seed)[0].copy()]
+    for t in range(steps):
+        frames.append(env.step(t % 4)[0].copy())
+    return np.stack(frames)
+
+
+@pytest.mark.parametrize("mode", writer_module.WRITE_MODES)
+@pytest.mark.parametrize("writeback", writer_module.WRITEBACK_POLICIES)
+def test_every_policy_records_the_same_frames(tmp_path, policy, writeback, mode):
+    policy(writeback, mode)
+    with RecordingWrapper(ImageEnv(height=16, width=16, episode_length=200), tmp_path,
+                          target_batch_bytes=8_000) as env:
+        frames = _play(env, 120)
+    assert verify(tmp_path) == []
+    with RecordingReader(tmp_path, verify=True) as reader:
+        assert len(reader.batches()) > 5
+        np.testing.assert_array_equal(reader[0].observations, frames)
+
+
+def test_unknown_writeback_policy_is_named(tmp_path, policy):
+    policy("fastest", "thread")
+    with pytest.raises(ValueError, match="writeback policy"):
+        RecordingWrapper(ImageEnv(height=8, width=8), tmp_path)
+
+
+def test_inline_write_error_is_deferred_to_the_next_call(tmp_path, monkeypatch, policy):
+    policy("keep", "inline")
+    faults = Faults(monkeypatch)
+    env = RecordingWrapper(ImageEnv(height=8, width=8, episode_length=100), tmp_path,
+                           target_batch_bytes=2_000, flush_interval=None)
+    frames = [env.reset(seed=0)[0].copy()]
+    faults.bin_error = enospc()
+    errors = []
+    t = 0
+    while len(frames) < 40:
+        try:
+            frames.append(env.step(t % 4)[0].copy())
+            t += 1
+        except WriteError as e:  # raised before the env is touched: the step is not taken
+            errors.append(e)
+    assert errors and "No space left on device" in str(errors[0])
+    faults.clear()
+    env.close()
+    assert temp_files(tmp_path) == [] and verify(tmp_path) == []
+    with RecordingReader(tmp_path, verify=True) as reader:
+        np.testing.assert_array_equal(reader[0].observations, np.stack(frames))
