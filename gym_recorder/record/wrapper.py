@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Callable
@@ -39,8 +40,11 @@ def action_names(env: gym.Env | gym.vector.VectorEnv,
         return None
     try:
         if isinstance(env, gym.vector.VectorEnv):
+            # Asked only of sub-envs known to have the method: an AsyncVectorEnv worker asked
+            # for a missing attribute shuts itself down, and the env with it.
             call = getattr(env, "call", None)  # (Sync/AsyncVectorEnv; not VectorEnv itself)
-            answers = call("get_action_meanings") if callable(call) else None
+            answers = call("get_action_meanings") if callable(call) and \
+                _sub_envs_name_actions(env) else None
             names = answers[0] if answers and all(a == answers[0] for a in answers) else None
         else:
             method = getattr(env.unwrapped, "get_action_meanings", None)
@@ -51,6 +55,24 @@ def action_names(env: gym.Env | gym.vector.VectorEnv,
             not all(isinstance(n, str) for n in names):
         return None
     return list(names)
+
+
+def _sub_envs_name_actions(env: gym.vector.VectorEnv) -> bool:
+    """Whether a vector env's sub-envs have ``get_action_meanings``: looked up on the sub-envs
+    themselves (SyncVectorEnv) or on the class their registered entry point names."""
+    subs = getattr(env, "envs", None)
+    if isinstance(subs, (list, tuple)) and subs:
+        return all(callable(getattr(e.unwrapped, "get_action_meanings", None)) for e in subs)
+    spec = getattr(env, "spec", None) or vector_sub_env_spec(env)
+    entry = getattr(spec, "entry_point", None)
+    if isinstance(entry, str) and ":" in entry:
+        module, _, name = entry.partition(":")
+        try:
+            target = getattr(importlib.import_module(module), name)
+        except Exception:  # noqa: BLE001  (names are a nicety: an entry point we cannot see)
+            return False
+        return callable(getattr(target, "get_action_meanings", None))
+    return callable(getattr(entry, "get_action_meanings", None))
 
 
 def env_header(env: gym.Env | gym.vector.VectorEnv, observation_space: gym.Space[Any],
