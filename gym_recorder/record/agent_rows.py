@@ -73,7 +73,8 @@ class AgentRows:
     def __init__(self, owner: Any, api: str, env: Any, directory: str | os.PathLike[str],
                  file_prefix: str | None, target_batch_bytes: int, record_infos: bool,
                  flush_interval: float | None, fsync: bool, entry_point: str | None,
-                 env_kwargs: dict[str, Any] | None) -> None:
+                 env_kwargs: dict[str, Any] | None, codec: Any = None,
+                 metadata: dict[str, Any] | None = None) -> None:
         agents = list(env.possible_agents)
         if not agents or not all(isinstance(a, str) for a in agents) \
                 or len(set(agents)) != len(agents):
@@ -90,12 +91,15 @@ class AgentRows:
                   "action_space": describe_space(act_space), "vector": None,
                   "multiagent": {"api": api, "agents": agents,
                                  "env": _env_description(env, entry_point, env_kwargs)}}
+        if metadata:
+            header["metadata"] = metadata
         obs_layout, act_layout = Layout(header["observation_space"]), Layout(header["action_space"])
         self.buffer = StepBuffer(obs_layout, act_layout, target_batch_bytes,
                                  record_infos=record_infos)
         self.session = RecordingSession(owner, self.buffer, self.buffer.end_episode, directory,
                                         header, obs_layout, act_layout, file_prefix=file_prefix,
-                                        flush_interval=flush_interval, fsync=fsync)
+                                        flush_interval=flush_interval, fsync=fsync,
+                                        compression=codec)
         self.obs_fill = {a: _filler(s) for a, s in zip(agents, obs_spaces)}
         self.act_fill = {a: _filler(s) for a, s in zip(agents, act_spaces)}
         self.last_trunc = np.zeros(self.k, bool)  # each agent's last truncation this episode

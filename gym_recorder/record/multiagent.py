@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ResetNeeded
 from ..format.agents import OBS_KEY, SELECTION_KEY
 from .agent_rows import MISSING, AgentRows, copy_tree
-from .session import check_options
+from .session import check_settings
 from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES
 
 try:
@@ -59,6 +59,21 @@ class _Common:
     # to record the row), or None
     _pending: tuple[Any, Any, Any, Any] | None = None
 
+    def _start_rows(self, api: str, env: Any, directory: str | os.PathLike[str],
+                    file_prefix: str | None, target_batch_bytes: int, record_infos: bool,
+                    flush_interval: float | None, fsync: bool, entry_point: str | None,
+                    env_kwargs: dict[str, Any] | None, compression: Any,
+                    metadata: dict[str, Any] | None) -> None:
+        """Checks the settings (before any I/O) and starts the writer of ``api``'s rows."""
+        codec, metadata = check_settings(directory, target_batch_bytes, flush_interval,
+                                         compression, metadata)
+        # (the next class of the wrapper's MRO: PettingZoo's BaseWrapper or BaseParallelWrapper)
+        super().__init__(env)  # type: ignore[call-arg]
+        self._directory = os.fspath(directory)
+        self._rec = AgentRows(self, api, env, directory, file_prefix, target_batch_bytes,
+                              record_infos, flush_interval, fsync, entry_point, env_kwargs,
+                              codec, metadata)
+
     def _finish(self) -> None:
         """Records what a wrapper holds back (the AEC wrapper's pending row)."""
 
@@ -73,7 +88,7 @@ class _Common:
     @property
     def directory(self) -> str:
         """The recording directory, as given."""
-        return self._directory  # type: ignore[attr-defined, no-any-return]
+        return self._directory
 
     @property
     def file_prefix(self) -> str:
@@ -124,6 +139,10 @@ _DOC_ARGS = """
         entry_point: ``"module:function"`` that makes this env (with ``env_kwargs``), kept in
             the manifest so that ``gym-recorder replay`` can rebuild it.
         env_kwargs: the keyword arguments of ``entry_point`` (JSON values).
+        compression: None (raw), ``"zstd"`` or a :class:`~gym_recorder.Zstd` with options, as
+            for :class:`~gym_recorder.RecordingWrapper` (image observations: pistonball's).
+        metadata: who or what produced the recording, as plain JSON (e.g. ``{"author": ...,
+            "policy": "self-play v3"}``): shown by ``info``.
 """
 
 
@@ -146,13 +165,10 @@ class RecordingParallelWrapper(_Common, BaseParallelWrapper):  # type: ignore[mi
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
                  record_infos: bool = True,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL, fsync: bool = False,
-                 entry_point: str | None = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
-        check_options(directory, target_batch_bytes, flush_interval)
-        super().__init__(env)
-        self._directory = os.fspath(directory)
-        self._rec = AgentRows(self, "parallel", env, directory, file_prefix, target_batch_bytes,
-                              record_infos, flush_interval, fsync, entry_point, env_kwargs)
+                 entry_point: str | None = None, env_kwargs: dict[str, Any] | None = None,
+                 compression: Any = None, metadata: dict[str, Any] | None = None) -> None:
+        self._start_rows("parallel", env, directory, file_prefix, target_batch_bytes, record_infos,
+                         flush_interval, fsync, entry_point, env_kwargs, compression, metadata)
 
     def reset(self, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[dict[Any, Any], dict[Any, Any]]:
@@ -207,13 +223,10 @@ class RecordingAECWrapper(_Common, BaseWrapper):  # type: ignore[misc]
                  target_batch_bytes: int = DEFAULT_TARGET_BATCH_BYTES,
                  record_infos: bool = True,
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL, fsync: bool = False,
-                 entry_point: str | None = None,
-                 env_kwargs: dict[str, Any] | None = None) -> None:
-        check_options(directory, target_batch_bytes, flush_interval)
-        super().__init__(env)
-        self._directory = os.fspath(directory)
-        self._rec = AgentRows(self, "aec", env, directory, file_prefix, target_batch_bytes,
-                              record_infos, flush_interval, fsync, entry_point, env_kwargs)
+                 entry_point: str | None = None, env_kwargs: dict[str, Any] | None = None,
+                 compression: Any = None, metadata: dict[str, Any] | None = None) -> None:
+        self._start_rows("aec", env, directory, file_prefix, target_batch_bytes, record_infos,
+                         flush_interval, fsync, entry_point, env_kwargs, compression, metadata)
         self._state = _state_holder(env)
         self._pending = None
 

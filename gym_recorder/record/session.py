@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import RecordingClosedError, WriteError
+from ..format.codecs import resolve_compression
 from ..format.spaces import Layout
+from ..format.values import check_metadata
 from .writer import BatchWriter
 
 __all__ = ["RecordingSession", "check_options"]
@@ -35,6 +37,20 @@ def check_options(directory: Any, target_batch_bytes: Any, flush_interval: Any) 
     if flush_interval is not None and not (
             isinstance(flush_interval, (int, float)) and flush_interval > 0):
         raise ValueError(f"flush_interval must be a positive number or None, got {flush_interval!r}")
+
+
+def check_settings(directory: Any, target_batch_bytes: Any, flush_interval: Any,
+                   compression: Any, metadata: Any) -> tuple[Any, dict[str, Any] | None]:
+    """Checks every recorder's constructor arguments, before any I/O (:func:`check_options`,
+    then the codec and the metadata); returns the resolved codec (None: raw) and the metadata.
+
+    Raises:
+        TypeError, ValueError: for an argument that is not as documented (named in the message).
+        CodecUnavailableError: for compression whose binding is not installed.
+    """
+    check_options(directory, target_batch_bytes, flush_interval)
+    return (resolve_compression(compression),
+            check_metadata(metadata) if metadata is not None else None)
 
 
 def _finish(buffer: Any, writer: BatchWriter, end_all: Callable[[str], None]) -> None:

@@ -37,11 +37,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from ..format.envspec import capture_vector_wrappers
 from ..errors import UnsupportedValueError
 from ..format.spaces import Layout
-from ..format.codecs import resolve_compression
-from .session import check_options
+from .session import check_settings
 from .shell import RecorderShell
 from .vector_buffer import DISABLED, NEXT_STEP, SAME_STEP, VectorStepBuffer
-from ..format.values import check_metadata
 from .wrapper import DEFAULT_FLUSH_INTERVAL, DEFAULT_TARGET_BATCH_BYTES, env_header
 
 __all__ = ["RecordingVectorWrapper", "VectorStepBuffer", "unstack_info", "NEXT_STEP",
@@ -177,9 +175,8 @@ class RecordingVectorWrapper(RecorderShell, VectorWrapper):
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False, compression: Any = None,
                  metadata: dict[str, Any] | None = None) -> None:
-        check_options(directory, target_batch_bytes, flush_interval)
-        codec = resolve_compression(compression)
-        metadata = check_metadata(metadata) if metadata is not None else None
+        codec, metadata = check_settings(directory, target_batch_bytes, flush_interval,
+                                         compression, metadata)
         if not isinstance(env, VectorEnv):
             raise TypeError(f"env must be a gymnasium.vector.VectorEnv, got {type(env).__name__} "
                             "(use RecordingWrapper for a single env)")

@@ -14,9 +14,7 @@ from .buffer import StepBuffer
 from ..format.envspec import capture_spec, vector_sub_env_spec
 from ..errors import WriteError
 from ..format.spaces import Layout, describe_space
-from ..format.values import check_metadata
-from ..format.codecs import resolve_compression
-from .session import check_options
+from .session import check_settings
 from .shell import RecorderShell
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
@@ -143,9 +141,8 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
                  flush_interval: float | None = DEFAULT_FLUSH_INTERVAL,
                  fsync: bool = False, compression: Any = None,
                  metadata: dict[str, Any] | None = None) -> None:
-        check_options(directory, target_batch_bytes, flush_interval)
-        codec = resolve_compression(compression)
-        metadata = check_metadata(metadata) if metadata is not None else None
+        codec, metadata = check_settings(directory, target_batch_bytes, flush_interval,
+                                         compression, metadata)
         # gym.make(env.spec) rebuilds the recorder as a new writer (file_prefix: a new one).
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, directory=os.path.abspath(os.fspath(directory)),
