@@ -28,6 +28,7 @@ from .._version import __version__
 from .inspect import (cmd_compress, cmd_decompress, cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
                           cmd_verify, cmd_view)
 from .output import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, MB, PROG
+from .output import positive_float as _positive_float
 from .play import add_play_parser
 from .edit import add_edit_parsers
 from .record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
@@ -74,16 +75,6 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def _pixels(text: str) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 __all__ = ["PROG", "EXIT_OK", "EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "MB", "say",
-           "count", "number"]
+           "count", "number", "positive_float"]
 
 PROG = "gym-recorder"
 # Exit statuses (sysexits-like conventions of Python CLIs; 130 = 128 + SIGINT as shells report).
@@ -39,3 +39,14 @@ def number(x: float | None) -> str:
 def count(n: int, word: str, plural: str | None = None) -> str:
     """``1 episode``, ``2 episodes``, ``1,000 steps``."""
     return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number > 0 (a usage error naming the text otherwise)."""
+    try:
+        value = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value

@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from .output import EXIT_OK, count, say
+from .output import EXIT_OK, count, positive_float, say
 from ..errors import CommandError, PlayError
 
 __all__ = ["cmd_play", "add_play_parser"]
@@ -31,16 +31,6 @@ def _keys(text: str) -> dict[tuple[str, ...], Any]:
         return parse_keys(text)
     except PlayError as e:
         raise argparse.ArgumentTypeError(str(e)) from e
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from e
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
 
 
 def add_play_parser(add: Any, examples: Any, env_options: Any) -> None:
@@ -72,9 +62,9 @@ def add_play_parser(add: Any, examples: Any, env_options: Any) -> None:
     p.add_argument("--noop", type=_json_value, metavar="ACTION",
                    help="the action while no mapped key is held, as JSON (default: the map's "
                         "empty entry, else 0 or zeros)")
-    p.add_argument("--fps", type=_positive, metavar="F",
+    p.add_argument("--fps", type=positive_float, metavar="F",
                    help="steps per second (default: the env's render_fps, else 30)")
-    p.add_argument("--zoom", type=_positive, metavar="Z",
+    p.add_argument("--zoom", type=positive_float, metavar="Z",
                    help="scale of the frames (default 1, or a whole factor for small frames)")
     p.add_argument("--seed", type=int, metavar="S",
                    help="seed of the first episode; later ones are drawn from it (default: "

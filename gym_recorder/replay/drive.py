@@ -145,6 +145,20 @@ def _make_wrapped(env_id: str, env_kwargs: Mapping[str, Any] | None, num_envs: i
         [lambda: apply_wrappers(make_env(env_id, env_kwargs), wrappers)] * num_envs)
 
 
+def check_limit(episodes: int | None, steps: int | None) -> int:
+    """The one of ``episodes`` and ``steps`` that is given, checked.
+
+    Raises:
+        ValueError: if neither or both are given, or the one given is not an int >= 1.
+    """
+    if (episodes is None) == (steps is None):
+        raise ValueError("give exactly one of episodes and steps")
+    limit = episodes if episodes is not None else steps
+    if type(limit) is not int or limit < 1:
+        raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
+    return limit
+
+
 def record_env(env_id: str, directory: str | os.PathLike[str], *,
                policy: Callable[[Any], Any] | None = None,
                episodes: int | None = None, steps: int | None = None,
@@ -184,11 +198,7 @@ def record_env(env_id: str, directory: str | os.PathLike[str], *,
         ReplayError: if the env cannot be made.
         ValueError: if neither or both of ``episodes`` and ``steps`` are given, or one is < 1.
     """
-    if (episodes is None) == (steps is None):
-        raise ValueError("give exactly one of episodes and steps")
-    limit = episodes if episodes is not None else steps
-    if type(limit) is not int or limit < 1:
-        raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
+    check_limit(episodes, steps)
     env = _make_wrapped(env_id, env_kwargs, num_envs, wrappers)
     try:
         rec: RecordingWrapper | RecordingVectorWrapper

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .drive import RecordStatus
+from .drive import RecordStatus, check_limit
 from .multiagent import make_multiagent_env
 
 __all__ = ["multiagent_entry", "record_multiagent", "random_action"]
@@ -74,11 +74,7 @@ def record_multiagent(entry_point: str, directory: str | os.PathLike[str], *,
 
     from ..record.multiagent import RecordingAECWrapper, RecordingParallelWrapper
 
-    if (episodes is None) == (steps is None):
-        raise ValueError("give exactly one of episodes and steps")
-    limit = episodes if episodes is not None else steps
-    if type(limit) is not int or limit < 1:
-        raise ValueError(f"episodes and steps must be integers >= 1, got {limit!r}")
+    limit = check_limit(episodes, steps)
     kwargs = dict(env_kwargs or {})
     env = make_multiagent_env(entry_point, kwargs)
     aec = isinstance(env, AECEnv)
