@@ -266,7 +266,7 @@ def test_batch_size_adapts_to_bytes_actually_written(tmp_path):
 def test_readme_examples_run(tmp_path, monkeypatch, capsys):
     from docpages import python_block
 
-    record = python_block("RecordingWrapper(gym.make(")
+    record = python_block("\"recordings/wrapped\"")  # the README's Record snippet
     read = python_block("print(len(reader))")
     by_hand = python_block("np.fromfile(")  # docs/format.md: an array with numpy alone
     monkeypatch.chdir(tmp_path)

@@ -162,7 +162,7 @@ def test_readme_training_example_runs(tmp_path, monkeypatch):
 
     from gym_recorder import cli
 
-    block = python_block("from gym_recorder.training.transitions import transitions")
+    block = python_block("w = windows(t, length=8, stride=4)")  # docs/training.md
     monkeypatch.chdir(tmp_path)
     assert cli.main(["record", "CartPole-v1", "--episodes", "10", "--directory",
                      "recordings/cartpole", "--seed", "0", "-q"]) == 0
