@@ -223,7 +223,8 @@ function addToLeaves(leaves, kind, entry, legacy, rows, where) {
  * for a single-agent one (see "Multi-agent recordings" in the format spec). */
 function multiAgentOf(name, doc) {
   const ma = doc.multiagent;
-  if ((doc.version === 2) !== (ma !== undefined)) throw new ViewerError(`${name}: format version ${doc.version} ${ma === undefined ? "without" : "with"} 'multiagent'`);
+  // (version 2 also marks compressed arrays and compactions: only version 1 may not have it)
+  if (ma !== undefined && doc.version !== 2) throw new ViewerError(`${name}: format version ${doc.version} with 'multiagent'`);
   if (ma === undefined) return null;
   const agents = ma && Array.isArray(ma.agents) ? ma.agents : null;
   if (!ma || !["parallel", "aec"].includes(ma.api) || !agents || !agents.length
