@@ -1,0 +1,213 @@
+"""Compacting a zstd-compressed recording: the compressed arrays' stored bytes are copied byte
+for byte (never recompressed), the new batches say version 2 and list their codecs, parts of
+an episode holding compressed arrays stay apart, and every remaining episode reads back exactly
+(reader, transitions, column, the C reader); kill -9 while compacting loses nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import sample_envs  # noqa: F401  (registers sample_envs/Image-v0)
+from gym_recorder import RecordingReader, RecordingWrapper, Zstd
+from gym_recorder import edit
+from gym_recorder.edit.compact import compact
+from gym_recorder.integrity import verify
+from gym_recorder.training.transitions import transitions
+from test_c_reader import assert_same_as_python, c_lines, grread  # noqa: F401
+from test_edit import episodes, same
+from test_edit_crash import _prints, _prints_lines, fingerprints
+
+pytest.importorskip("zstandard")
+
+
+def _record(d: Path, episodes_: int = 6, target: int = 5000, seed: int = 0) -> None:
+    """Image-v0 frames of 16x16x3 (768 bytes a row, compressed), episodes of 20 steps cut
+    into parts by small batches."""
+    env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=16, width=16,
+                                    episode_length=20), d,
+                           compression=Zstd(chunk_rows=4), target_batch_bytes=target)
+    env.action_space.seed(seed)
+    for k in range(episodes_):
+        env.reset(seed=seed + k)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done = term or trunc
+    env.close()
+
+
+def _manifest(d: Path) -> dict:
+    [path] = [p for p in d.glob("*.manifest.json") if not p.name.startswith("_")]
+    return json.loads(path.read_text())
+
+
+def _stored_blobs(d: Path) -> Counter:
+    """The stored bytes of every compressed ARRAY the manifest lists (their SHA-256)."""
+    out: Counter = Counter()
+    for b in _manifest(d)["batches"]:
+        doc = json.loads((d / b["fn"]).read_text())
+        data = (d / b["bin"]).read_bytes()
+
+        def walk(x) -> None:
+            if isinstance(x, dict):
+                if x.get("__type") == "ndarray":
+                    if "codec" in x:
+                        out[hashlib.sha256(
+                            data[x["npyoff"]: x["npyoff"] + x["stored"]]).hexdigest()] += 1
+                    return
+                for v in x.values():
+                    walk(v)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+
+        walk(doc["episodes"])
+    return out
+
+
+def _views(d: Path) -> tuple[list, object, np.ndarray, np.ndarray]:
+    with RecordingReader(d) as reader:
+        t = transitions(reader)
+        return (episodes(d), (t.obs.copy(), t.next_obs.copy(), t.action.copy(), t.reward.copy()),
+                reader.column("observations").copy(), reader.column("actions").copy())
+
+
+def test_compact_copies_compressed_arrays_byte_for_byte(tmp_path: Path, grread) -> None:
+    """Delete episodes, compact (small batches kept small, or joined up to a big target):
+    every remaining episode reads as before, the compressed bytes are the very same."""
+    d = tmp_path / "rec"
+    _record(d)
+    man = _manifest(d)
+    assert len(man["batches"]) > 20 and all(b.get("codecs") == ["zstd"] for b in man["batches"])
+    assert max(e["parts"] for e in c_lines(grread, "list", str(d))) > 1  # episodes in parts
+    blobs = _stored_blobs(d)
+    edit.delete(d, [1, 4])
+    kept_eps, kept_t, kept_obs, kept_act = _views(d)
+    assert len(kept_eps) == 4
+    shutil.copytree(d, tmp_path / "big")
+    counts = {}
+    for d, target in ((d, 5000), (tmp_path / "big", 10_000_000)):
+        result = compact(d, grace=0, target_batch_bytes=target)
+        assert len(result.replaced) == 1 and result.freed > 0
+        eps, t, obs, act = _views(d)
+        same(eps, kept_eps, ids=False)
+        for got, expected in zip(t, kept_t):
+            np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(obs, kept_obs)
+        np.testing.assert_array_equal(act, kept_act)
+        assert verify(d) == []
+        after = _stored_blobs(d)
+        assert sum(after.values()) > 0 and not after - blobs  # copied, never recompressed
+        new = _manifest(d)
+        assert new["version"] == 2 and new["replaces"] == man["prefix"]
+        for b in new["batches"]:
+            doc = json.loads((d / b["fn"]).read_text())
+            coded = '"codec"' in json.dumps(doc["episodes"])
+            assert b.get("codecs") == (["zstd"] if coded else None)
+            assert doc["version"] == (2 if coded else 1)
+            assert "index" not in b and "index" not in doc  # as the writer: none beside codecs
+        counts[target] = len(new["batches"])
+        assert_same_as_python(grread, d)
+        # again: nothing deleted, batches join further (or not): still exact
+        compact(d, grace=0, target_batch_bytes=target)
+        same(episodes(d), kept_eps, ids=False)
+        assert verify(d) == []
+    # batches joined where no episode runs from one into the next (parts stay apart)
+    assert counts[10_000_000] < counts[5000]
+
+
+def test_compact_mixed_raw_and_compressed_writers(tmp_path: Path, grread) -> None:
+    """A directory with a raw writer and a compressed one: each compacted on its own terms
+    (the raw one keeps its batch index and version 1 batches)."""
+    d = tmp_path / "rec"
+    _record(d, episodes_=3)
+    env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=16, width=16,
+                                    episode_length=20), d, target_batch_bytes=12_000)
+    for seed in (9, 10, 11):
+        env.reset(seed=seed)
+        for _ in range(20):
+            env.step(env.action_space.sample())
+    env.close()
+    before = episodes(d)
+    edit.delete(d, [0, 3])
+    result = compact(d, grace=0, target_batch_bytes=10_000_000)
+    assert len(result.replaced) == 2
+    same(episodes(d), [before[k] for k in range(len(before)) if k not in (0, 3)], ids=False)
+    assert verify(d) == []
+    with RecordingReader(d) as reader:
+        for w in reader.writers:
+            batches = w["manifest"]["batches"]
+            if any(b.get("codecs") for b in batches):
+                assert not any("index" in b for b in batches)
+            else:
+                assert all("index" in b for b in batches)
+    assert_same_as_python(grread, d)
+
+
+COMPACT_CHILD = r"""
+import random, sys
+from gym_recorder import RecordingReader, edit
+from gym_recorder.edit.compact import compact
+d = sys.argv[1]
+rng = random.Random(int(sys.argv[2]))
+print("ready", flush=True)
+while True:
+    with RecordingReader(d) as r:
+        n = len(r)
+    if n > 3 and rng.random() < 0.4:
+        k = rng.randint(1, 2)
+        print("begin", n - k, flush=True)
+        edit.delete(d, rng.sample(range(n), k))
+        print("done", n - k, flush=True)
+    elif rng.random() < 0.8:
+        print("begin", n, flush=True)
+        compact(d, grace=0, target_batch_bytes=rng.choice([12000, 10000000]))
+        print("done", n, flush=True)
+    else:
+        deleted = len(edit.deleted_episodes(d))
+        if deleted:
+            print("begin", n + deleted, flush=True)
+            edit.restore(d, all=True)
+            print("done", n + deleted, flush=True)
+"""
+
+
+@pytest.mark.stress
+def test_kill_while_compacting_a_compressed_recording(tmp_path: Path) -> None:
+    """kill -9 at random moments of deleting and compacting a compressed recording: it
+    verifies clean and holds each episode exactly once, in the old state or the new."""
+    source = tmp_path / "source"
+    _record(source, episodes_=10)
+    everything = fingerprints(source)
+    assert max(everything.values()) == 1
+    rng = random.Random(2)
+    mid = 0
+    for trial in range(5):
+        d = tmp_path / f"t{trial}"
+        shutil.copytree(source, d)
+        lines = _prints_lines(_prints(COMPACT_CHILD, [str(d), str(trial)],
+                                      rng.uniform(0.3, 1.5)))
+        assert lines, "the child printed nothing before the kill: give it more time"
+        last = lines[-1].split()
+        counts = {int(last[1])}
+        if last[0] == "begin":  # killed inside an edit: the old state or the new
+            mid += 1
+            done = [line for line in lines if line.startswith("done")]
+            counts.add(int(done[-1].split()[1]) if done else len(everything))
+        assert verify(d) == [], trial
+        got = fingerprints(d)
+        assert sum(got.values()) in counts, (trial, lines[-2:])
+        assert max(got.values(), default=1) == 1 and not (set(got) - set(everything))
+        compact(d, grace=0)  # a compaction after the kill finishes cleanly
+        assert verify(d) == [] and fingerprints(d) == got
+        shutil.rmtree(d)
+    print(f"\n{mid} of 5 kills inside an edit or compaction")
