@@ -19,8 +19,10 @@ import pytest
 import sample_envs  # noqa: F401  (registers sample_envs/Image-v0)
 from gym_recorder import RecordingReader, RecordingWrapper, Zstd
 from gym_recorder import edit
+from gym_recorder.cli import main
 from gym_recorder.edit.compact import compact
 from gym_recorder.integrity import verify
+from gym_recorder.integrity.recompress import leaf_bytes
 from gym_recorder.training.transitions import transitions
 from test_c_reader import assert_same_as_python, c_lines, grread  # noqa: F401
 from test_edit import episodes, same
@@ -139,10 +141,17 @@ def test_compact_mixed_raw_and_compressed_writers(tmp_path: Path, grread) -> Non
     env.close()
     before = episodes(d)
     edit.delete(d, [0, 3])
-    result = compact(d, grace=0, target_batch_bytes=10_000_000)
-    assert len(result.replaced) == 2
-    same(episodes(d), [before[k] for k in range(len(before)) if k not in (0, 3)], ids=False)
+    assert main(["info", str(d)]) == 0  # (the edit log's tripwire is no writer)
+    result = compact(d, grace=60, target_batch_bytes=10_000_000)  # old files kept a while
+    assert len(result.replaced) == 2 and result.retired > 0
+    kept = [before[k] for k in range(len(before)) if k not in (0, 3)]
+    same(episodes(d), kept, ids=False)
     assert verify(d) == []
+    # info's bytes per leaf: of the writers shown, not of the replaced ones still on disk
+    leaves = {x["leaf"]: x for x in leaf_bytes(d)}
+    assert leaves["observations"]["raw"] == sum(k[0].nbytes for k in kept)
+    assert leaves["observations"]["stored"] < leaves["observations"]["raw"]
+    assert main(["info", str(d)]) == 0
     with RecordingReader(d) as reader:
         for w in reader.writers:
             batches = w["manifest"]["batches"]
@@ -156,6 +165,7 @@ def test_compact_mixed_raw_and_compressed_writers(tmp_path: Path, grread) -> Non
 COMPACT_CHILD = r"""
 import random, sys
 from gym_recorder import RecordingReader, edit
+from gym_recorder.cli import main
 from gym_recorder.edit.compact import compact
 d = sys.argv[1]
 rng = random.Random(int(sys.argv[2]))
