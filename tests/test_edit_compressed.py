@@ -89,7 +89,9 @@ def test_compact_copies_compressed_arrays_byte_for_byte(tmp_path: Path, grread) 
     d = tmp_path / "rec"
     _record(d)
     man = _manifest(d)
-    assert len(man["batches"]) > 20 and all(b.get("codecs") == ["zstd"] for b in man["batches"])
+    # (an entry of a row or two may not compress: stored raw, its batch may have an index)
+    assert len(man["batches"]) > 20
+    assert sum(b.get("codecs") == ["zstd"] for b in man["batches"]) > len(man["batches"]) / 2
     assert max(e["parts"] for e in c_lines(grread, "list", str(d))) > 1  # episodes in parts
     blobs = _stored_blobs(d)
     edit.delete(d, [1, 4])
@@ -116,7 +118,8 @@ def test_compact_copies_compressed_arrays_byte_for_byte(tmp_path: Path, grread) 
             coded = '"codec"' in json.dumps(doc["episodes"])
             assert b.get("codecs") == (["zstd"] if coded else None)
             assert doc["version"] == (2 if coded else 1)
-            assert "index" not in b and "index" not in doc  # as the writer: none beside codecs
+            if coded:  # as the writer writes them: no index beside codecs
+                assert "index" not in b and "index" not in doc
         counts[target] = len(new["batches"])
         assert_same_as_python(grread, d)
         # again: nothing deleted, batches join further (or not): still exact
@@ -129,7 +132,7 @@ def test_compact_copies_compressed_arrays_byte_for_byte(tmp_path: Path, grread) 
 
 def test_compact_mixed_raw_and_compressed_writers(tmp_path: Path, grread) -> None:
     """A directory with a raw writer and a compressed one: each compacted on its own terms
-    (the raw one keeps its batch index and version 1 batches)."""
+    (the raw one keeps its batch index); info's bytes per leaf count the shown writers."""
     d = tmp_path / "rec"
     _record(d, episodes_=3)
     env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=16, width=16,
@@ -155,8 +158,8 @@ def test_compact_mixed_raw_and_compressed_writers(tmp_path: Path, grread) -> Non
     with RecordingReader(d) as reader:
         for w in reader.writers:
             batches = w["manifest"]["batches"]
-            if any(b.get("codecs") for b in batches):
-                assert not any("index" in b for b in batches)
+            if any(b.get("codecs") for b in batches):  # per batch: none beside codecs
+                assert not any("index" in b and b.get("codecs") for b in batches)
             else:
                 assert all("index" in b for b in batches)
     assert_same_as_python(grread, d)
