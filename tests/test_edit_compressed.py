@@ -9,6 +9,7 @@ import hashlib
 import json
 import random
 import shutil
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from gym_recorder import RecordingReader, RecordingWrapper, Zstd
 from gym_recorder import edit
 from gym_recorder.cli import main
 from gym_recorder.edit.compact import compact
+from gym_recorder.errors import EditError, FormatError, RecorderError
 from gym_recorder.integrity import verify
 from gym_recorder.integrity.recompress import leaf_bytes
 from gym_recorder.training.transitions import transitions
@@ -224,3 +226,71 @@ def test_kill_while_compacting_a_compressed_recording(tmp_path: Path) -> None:
         assert verify(d) == [] and fingerprints(d) == got
         shutil.rmtree(d)
     print(f"\n{mid} of 5 kills inside an edit or compaction")
+
+
+def _first_coded(doc: dict) -> dict:
+    for entry in doc["episodes"]:
+        ref = entry["observations"]
+        if "codec" in ref:
+            return ref
+    raise AssertionError("no compressed array in the batch")
+
+
+@pytest.mark.parametrize("tamper", ["beyond", "short", "codec", "flipped"])
+def test_compact_refuses_hostile_compressed_arrays(tmp_path: Path, tamper: str) -> None:
+    """A compressed reference or stored bytes that do not hold up: compact fails with a named
+    error and commits nothing (the recording reads as before, verify names the batch)."""
+    d = tmp_path / "rec"
+    _record(d, episodes_=3)
+    edit.delete(d, [1])
+    man = _manifest(d)
+    [mpath] = [p for p in d.glob("*.manifest.json") if not p.name.startswith("_")]
+    b = next(b for b in man["batches"] if b.get("codecs"))
+    doc = json.loads((d / b["fn"]).read_text())
+    ref = _first_coded(doc)
+    if tamper == "flipped":  # a stored byte (its CRC-32 no longer matches)
+        data = bytearray((d / b["bin"]).read_bytes())
+        data[ref["npyoff"] + ref["stored"] - 1] ^= 0xFF
+        (d / b["bin"]).write_bytes(bytes(data))
+    else:
+        if tamper == "beyond":
+            ref["stored"] = b["bin_size"] + 4096
+        elif tamper == "short":
+            ref["stored"] = 3
+        else:
+            ref["codec"]["name"] = "lz9"
+        text = json.dumps(doc).encode()
+        (d / b["fn"]).write_bytes(text)
+        b["json_size"], b["json_crc32"] = len(text), zlib.crc32(text)
+        mpath.write_text(json.dumps(man))
+    edits = sorted(p.name for p in d.glob("_edits.*"))
+    with pytest.raises(RecorderError) as info:
+        compact(d, grace=0)
+    assert isinstance(info.value, (EditError, FormatError))
+    assert b["bin" if tamper in ("beyond", "flipped") else "fn"].split(".ep")[0] in \
+        str(info.value) and "a bug" not in str(info.value)
+    assert sorted(p.name for p in d.glob("_edits.*")) == edits  # nothing committed
+    assert json.loads(mpath.read_text()) == man
+    problems = verify(d)
+    assert problems and any(b["fn"] in str(p) for p in problems)
+
+
+def test_compact_does_not_launder_damaged_parts(tmp_path: Path) -> None:
+    """A raw array damaged on disk, in a part that compaction would join with the next: refused
+    by its CRC-32 (a joined array's new CRC-32 would otherwise vouch for the damage)."""
+    from conftest import record_cartpole
+
+    d = tmp_path / "rec"
+    record_cartpole(d, episodes=10, target_batch_bytes=1500)
+    man = _manifest(d)
+    b = next(b for b in man["batches"]
+             if any(e.get("continues") for e in json.loads((d / b["fn"]).read_text())["episodes"]))
+    entry = next(e for e in json.loads((d / b["fn"]).read_text())["episodes"]
+                 if e.get("continues"))
+    ref = entry["rewards"]
+    data = bytearray((d / b["bin"]).read_bytes())
+    data[ref["npyoff"]] ^= 0x01
+    (d / b["bin"]).write_bytes(bytes(data))
+    with pytest.raises(EditError, match="CRC-32"):
+        compact(d, grace=0, target_batch_bytes=100_000)
+    assert _manifest(d) == man and verify(d)

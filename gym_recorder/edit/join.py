@@ -16,11 +16,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..errors import EditError
 from ..format import parse_ref
 from ..format.fileio import crc32
 from ..format.spaces import ArrayLeaf, DictNode, Layout, TupleNode
 
-__all__ = ["Segments", "can_join", "has_codec", "join_parts", "segments_of"]
+__all__ = ["Segments", "can_join", "check_crc", "has_codec", "join_parts", "segments_of"]
 
 # id(ARRAY dict) -> where its bytes are: (the old .bin's bytes, offset, size), in order.
 Segments = dict[int, list[tuple[memoryview, int, int]]]
@@ -117,6 +118,15 @@ def segments_of(entry: dict[str, Any], source: memoryview, segments: Segments) -
             segments_of(v, source, segments)
 
 
+def check_crc(ref: dict[str, Any], data: memoryview | bytes) -> None:
+    """Refuses an old ARRAY whose bytes (its stored bytes, when compressed) do not match its
+    CRC-32: compaction does not copy damage into a new writer."""
+    if type(ref.get("crc32")) is int and crc32(data) != ref["crc32"]:
+        raise EditError(f"{ref.get('npyfile')}: the bytes of an array at {ref.get('npyoff')} do "
+                        "not match its CRC-32 (nothing was changed); run gym-recorder verify "
+                        "and repair first")
+
+
 def _joined_ref(refs: list[tuple[dict[str, Any], memoryview]],
                 segments: Segments) -> dict[str, Any]:
     out = dict(refs[0][0])
@@ -126,7 +136,9 @@ def _joined_ref(refs: list[tuple[dict[str, Any], memoryview]],
     if all(type(r.get("crc32")) is int for r, _ in refs):
         crc = 0
         for r, src in refs:
-            crc = crc32(src[r["npyoff"]: r["npyoff"] + r["size"]], crc)
+            part = src[r["npyoff"]: r["npyoff"] + r["size"]]
+            check_crc(r, part)  # (else the joined CRC-32 would vouch for damaged bytes)
+            crc = crc32(part, crc)
         out["crc32"] = crc
     else:
         out.pop("crc32", None)

@@ -30,7 +30,7 @@ from ..format.spaces import ArrayLeaf, DictNode, TupleNode
 from ..read.decode import Decoder, parse_batch
 from ..read.manifest import Manifest
 from ..read.storage import Storage
-from .join import Segments, can_join, join_parts, segments_of
+from .join import Segments, can_join, check_crc, join_parts, segments_of
 
 __all__ = ["Kept", "kept_entries", "plan_batches", "write_batch", "sync_files",
            "HEADER_WHOLE_BYTES"]
@@ -161,6 +161,8 @@ class _Bin:
         for source, offset, size in segments:
             if offset + size > len(source):
                 raise EditError(f"{ref.get('npyfile')}: an array beyond the file's end")
+            if len(segments) == 1:  # (a joined array's parts were checked as it was joined)
+                check_crc(ref, source[offset: offset + size])
             self.data += source[offset: offset + size]
         ref["npyoff"], ref["npyfile"] = at, self.name
 
