@@ -7,6 +7,8 @@ bytes copied (:mod:`gym_recorder.edit.rewrite`), each batch checked like ``verif
 Then one commit of the edit log replaces P by Q (readers switch from P to Q at once); P's files
 are removed only after :data:`RETIRE_GRACE_SECONDS` (a reader that listed P may still be
 reading it), by this or a later compaction. Writers still recording are left as they are.
+Compressed arrays are copied as they are stored, never recompressed (see
+:mod:`gym_recorder.edit.rewrite`).
 """
 
 from __future__ import annotations
@@ -128,13 +130,6 @@ def compact(directory: str | os.PathLike[str], *,
         skipped = [m.prefix for m in manifests if not m.legacy and not m.complete]
         done: list[tuple[str, str]] = []
         written = 0
-        for m in manifests:
-            if not m.legacy and m.complete and any(b.get("codecs") for b in m.batches):
-                # The rewrite copies arrays by their decoded size: compressed chunks it
-                # would have to copy by their stored size and table, which it does not yet.
-                raise EditError(f"{m.prefix}: compact does not rewrite compressed batches yet "
-                                "(nothing was changed): run gym-recorder decompress, then "
-                                "compact, then gym-recorder compress")
         for m in manifests:
             if m.legacy or not m.complete:
                 continue

@@ -6,7 +6,9 @@ ARRAY becomes the rows of the first part followed by the second's (bytes concate
 CRC-32 continued), the infos' columns likewise. Parts join only when that is exact: every
 leaf an ARRAY of one dtype and row shape in both, the same info columns (same key, kind and
 pytype, present in every row, arrays of one dtype and row shape); otherwise the batches stay
-apart.
+apart. A compressed ARRAY (``"codec"``) never joins: its stored bytes are a chunk table and
+zstd frames of its own rows, which concatenated are not one compressed array (joining would
+mean recompressing); the parts stay apart, each copied byte for byte.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..errors import EditError
+from ..format import parse_ref
 from ..format.fileio import crc32
 from ..format.spaces import ArrayLeaf, DictNode, Layout, TupleNode
 
-__all__ = ["Segments", "can_join", "join_parts", "segments_of"]
+__all__ = ["Segments", "can_join", "check_crc", "has_codec", "join_parts", "segments_of"]
 
 # id(ARRAY dict) -> where its bytes are: (the old .bin's bytes, offset, size), in order.
 Segments = dict[int, list[tuple[memoryview, int, int]]]
@@ -32,6 +36,17 @@ def _is_array(x: Any) -> bool:
 def _same_rows(a: Any, b: Any) -> bool:
     return _is_array(a) and _is_array(b) and a.get("dtype") == b.get("dtype") and \
         a["shape"][1:] == b["shape"][1:]
+
+
+def has_codec(value: Any) -> bool:
+    """Whether any ARRAY in ``value`` (an entry, a tree) is stored compressed."""
+    if isinstance(value, dict):
+        if value.get("__type") == "ndarray":
+            return value.get("codec") is not None
+        return any(has_codec(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_codec(v) for v in value)
+    return False
 
 
 def _leaves(node: Any, tree: Any, out: list[Any]) -> bool:
@@ -63,6 +78,8 @@ def _info_columns(entry: dict[str, Any]) -> list[Any] | None:
 
 def can_join(first: dict[str, Any], second: dict[str, Any], obs: Layout, act: Layout) -> bool:
     """Whether part p + 1 (``second``) joins part p (``first``) exactly."""
+    if has_codec(first) or has_codec(second):
+        return False
     a, b = _arrays(first, obs, act), _arrays(second, obs, act)
     if a is None or b is None or not all(_same_rows(x, y) for x, y in zip(a, b)):
         return False
@@ -85,16 +102,29 @@ def can_join(first: dict[str, Any], second: dict[str, Any], obs: Layout, act: La
 
 
 def segments_of(entry: dict[str, Any], source: memoryview, segments: Segments) -> None:
-    """Records where each ARRAY of a (copied) entry has its bytes: in its own batch's .bin."""
+    """Records where each ARRAY of a (copied) entry has its bytes: in its own batch's .bin (a
+    compressed ARRAY's are its ``stored`` bytes: table and frames, copied as they are)."""
     if isinstance(entry, dict):
         if entry.get("__type") == "ndarray":
-            segments[id(entry)] = [(source, entry["npyoff"], entry["size"])]
+            size = entry["size"]
+            if entry.get("codec") is not None:  # (checked: the stored size is what is copied)
+                size = parse_ref(entry, f"{entry.get('npyfile')}: an array").stored or 0
+            segments[id(entry)] = [(source, entry["npyoff"], size)]
             return
         for v in entry.values():
             segments_of(v, source, segments)
     elif isinstance(entry, list):
         for v in entry:
             segments_of(v, source, segments)
+
+
+def check_crc(ref: dict[str, Any], data: memoryview | bytes) -> None:
+    """Refuses an old ARRAY whose bytes (its stored bytes, when compressed) do not match its
+    CRC-32: compaction does not copy damage into a new writer."""
+    if type(ref.get("crc32")) is int and crc32(data) != ref["crc32"]:
+        raise EditError(f"{ref.get('npyfile')}: the bytes of an array at {ref.get('npyoff')} do "
+                        "not match its CRC-32 (nothing was changed); run gym-recorder verify "
+                        "and repair first")
 
 
 def _joined_ref(refs: list[tuple[dict[str, Any], memoryview]],
@@ -106,7 +136,9 @@ def _joined_ref(refs: list[tuple[dict[str, Any], memoryview]],
     if all(type(r.get("crc32")) is int for r, _ in refs):
         crc = 0
         for r, src in refs:
-            crc = crc32(src[r["npyoff"]: r["npyoff"] + r["size"]], crc)
+            part = src[r["npyoff"]: r["npyoff"] + r["size"]]
+            check_crc(r, part)  # (else the joined CRC-32 would vouch for damaged bytes)
+            crc = crc32(part, crc)
         out["crc32"] = crc
     else:
         out.pop("crc32", None)

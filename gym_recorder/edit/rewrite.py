@@ -5,6 +5,11 @@ reference pointed there, so every value comes back exactly as recorded. A new ba
 kept entries of consecutive old batches (old batches are joined up to the target size, but
 never two parts of one episode, and never batches whose INDEX columns differ); its INDEX is
 rebuilt (columns laid out as the writer lays them out, the table last).
+
+A compressed ARRAY (``"codec"``, format version 2) is copied as it is stored: its ``stored``
+bytes (chunk table and zstd frames) byte for byte, its ``codec``, ``stored`` and ``crc32``
+kept; a batch holding one is of version 2, lists its codecs in its BATCH and has no INDEX (as
+the writer writes it). Parts holding compressed arrays are never joined (:mod:`.join`).
 """
 
 from __future__ import annotations
@@ -17,15 +22,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import EditError
-from ..format import (ALIGNMENT, FORMAT_NAME, RAW_FORMAT_VERSION, INDEX_TABLE_WIDTH, batch_stem,
-                      continues)
+from ..format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, RAW_FORMAT_VERSION,
+                      INDEX_TABLE_WIDTH, batch_stem, continues)
 from ..format.edits import EDITS_VERSION
 from ..format.fileio import crc32, dumps
 from ..format.spaces import ArrayLeaf, DictNode, TupleNode
 from ..read.decode import Decoder, parse_batch
 from ..read.manifest import Manifest
 from ..read.storage import Storage
-from .join import Segments, can_join, join_parts, segments_of
+from .join import Segments, can_join, check_crc, join_parts, segments_of
 
 __all__ = ["Kept", "kept_entries", "plan_batches", "write_batch", "sync_files",
            "HEADER_WHOLE_BYTES"]
@@ -156,6 +161,8 @@ class _Bin:
         for source, offset, size in segments:
             if offset + size > len(source):
                 raise EditError(f"{ref.get('npyfile')}: an array beyond the file's end")
+            if len(segments) == 1:  # (a joined array's parts were checked as it was joined)
+                check_crc(ref, source[offset: offset + size])
             self.data += source[offset: offset + size]
         ref["npyoff"], ref["npyfile"] = at, self.name
 
@@ -245,12 +252,18 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
             columns.append([dtype, start, unit])
         index = {"columns": columns}
     mapped = {id(ref) for cols in columns_of for ref in cols}
+    codecs: set[str] = set()
     for entry in entries:
         refs: list[dict[str, Any]] = []
         _all_refs(entry, refs)
         for ref in refs:
+            if ref.get("codec") is not None:
+                codecs.add(ref["codec"]["name"])  # (checked by parse_ref in segments_of)
             if id(ref) not in mapped:
                 out.put(ref, segments[id(ref)])
+    if codecs and index is not None:  # (an old BATCH with both is refused by its reader)
+        raise EditError(f"{m.batches[groups[0].b]['fn']}: a batch index beside compressed "
+                        "arrays")
     if index is not None:
         raw = np.asarray(table, dtype="<i8").reshape(len(table), INDEX_TABLE_WIDTH).tobytes()
         index["table"] = _align(len(out.data))
@@ -258,8 +271,9 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
         out.data.extend(bytes(index["table"] - len(out.data)))
         out.data += raw
         index = {"table": index["table"], "crc32": index["crc32"], "columns": index["columns"]}
-    body: dict[str, Any] = {"format": FORMAT_NAME, "version": RAW_FORMAT_VERSION, "prefix": prefix,
-                            "first": first, "episodes": entries}
+    body: dict[str, Any] = {"format": FORMAT_NAME,
+                            "version": FORMAT_VERSION if codecs else RAW_FORMAT_VERSION,
+                            "prefix": prefix, "first": first, "episodes": entries}
     if index is not None:
         body["index"] = index
     body["header"] = _header(doc, prefix, m.prefix, first)
@@ -282,6 +296,8 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
         "steps": steps, "episodes": episodes}
     if index is not None:
         batch_info["index"] = index
+    if codecs:
+        batch_info["codecs"] = sorted(codecs)
     return batch_info
 
 

@@ -523,6 +523,7 @@ commit: atomic, and it fails if another edit took that generation first); genera
 edits) is written before the tripwire. A compaction writes writer Q's batches and manifest
 (``"version": 2``, ``"replaces": P``, ``"created"`` P's, its episodes P's shown ones renumbered
 from 0, consecutive parts of an episode possibly joined into one entry, batch INDEXes kept;
+compressed ARRAYs copied as stored, never joined, their batches of version 2 with ``codecs``;
 its batches' HEADERs carry ``"replaces"`` too, so that a manifest ``repair`` rebuilds from them
 stays hidden as well) before the generation that replaces P, and removes P's files only
 after that generation (and a grace period: readers that listed P may still read it).

@@ -274,17 +274,18 @@ def leaf_bytes(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Stored and raw (decoded) bytes of each observation and action leaf and of the other
     arrays, over every batch of every writer: ``[{"leaf", "stored", "raw"}, ...]``; empty
     (without reading a batch) when no writer has a compressed batch."""
+    from ..read.manifest import load_manifests
+    from ..read.storage import LocalStorage
+
     directory = os.fspath(directory)
     totals: dict[str, list[int]] = {}
-    manifests = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if not name.endswith(MANIFEST_SUFFIX) or os.path.islink(path):
-            continue
-        _, man = fileio.read_json_file(path, name)
-        if isinstance(man, dict) and "format" in man:
-            check_version(man, name)
-            manifests.append(man)
+    # The writers a reader shows (not the edit log's tripwire, nor writers a compaction
+    # replaced whose files are kept for a grace period).
+    storage = LocalStorage(directory)
+    try:
+        manifests = [m.doc for m in load_manifests(storage) if not m.legacy]
+    finally:
+        storage.close()
     if not any(isinstance(b, dict) and b.get("codecs") for man in manifests
                for b in man.get("batches", [])):
         return []
