@@ -8,6 +8,7 @@ hold; the recording must hold exactly the kept episodes, with those actions and 
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -15,7 +16,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from gym_recorder import RecordingReader
+from gym_recorder import RecordingReader, edit
+from gym_recorder.integrity import verify
 from gym_recorder.cli import main
 from gym_recorder.errors import PlayError
 from gym_recorder.play import PlayStatus, play
@@ -153,17 +155,30 @@ def test_cartpole_pause_restart_discard_quit(tmp_path):
     assert summary.seeds == [seed for seed, _ in driver.kept]
     assert summary.seeds[0] == 11 and len(set(summary.seeds)) == 3
     sequence = episode_seeds(11)
-    drawn = [next(sequence) for _ in range(4)]
+    drawn = [next(sequence) for _ in range(5)]
     # the restart kept the seed; the discarded (second) episode's seed is gone with it
     assert summary.seeds == [drawn[0], drawn[2], drawn[3]]
     _assert_recorded(directory, driver)
-    # every file of a discarded episode is gone; each kept one has its key map beside it
+    # one writer for the session; the kept episodes by stable id, the discarded ones deleted
+    # through the edit record (hidden, restorable), every reader agreeing
     names = os.listdir(directory)
-    assert sorted(n.split(".manifest.json")[0] for n in names if n.endswith(".manifest.json")) \
-        == sorted(summary.kept)
-    assert all(any(n.startswith(p + ".") for p in summary.kept) for n in names)
-    for prefix in summary.kept:
-        assert f"{prefix}.play.json" in names
+    assert [n for n in names if n.endswith(".manifest.json") and not n.startswith("_edits")] \
+        == [f"{summary.writer}.manifest.json"]
+    with RecordingReader(directory) as reader:
+        assert [reader.stable_id(i) for i in range(len(reader))] == summary.kept
+        assert [w["prefix"] for w in reader.writers] == [summary.writer]
+        assert reader.writers[0]["deleted"] == 3
+    with open(os.path.join(directory, f"{summary.writer}.manifest.json")) as f:
+        metadata = json.load(f)["metadata"]  # (how the session was played; info shows it)
+    assert metadata["produced_by"] == "human"
+    assert metadata["play"]["session_seed"] == 11 and metadata["play"]["fps"] == 10_000
+    assert metadata["play"]["keys"] == [[["a"], 0], [["d"], 1]]
+    deleted = edit.deleted_episodes(directory)
+    assert [d.summary.end for d in deleted] == ["reset", "terminated", "close"]
+    assert [d.summary.seed for d in deleted] == [drawn[0], drawn[1], drawn[4]]
+    assert [d.number for d in deleted] == [0, 2, 5]
+    assert [n for _, n in summary.kept] == [1, 3, 4]
+    assert verify(directory) == []
     assert main(["replay", directory, "--quiet"]) == 0
 
 
