@@ -171,8 +171,8 @@ def test_cartpole_pause_restart_discard_quit(tmp_path):
     with open(os.path.join(directory, f"{summary.writer}.manifest.json")) as f:
         metadata = json.load(f)["metadata"]  # (how the session was played; info shows it)
     assert metadata["produced_by"] == "human"
-    assert metadata["play"]["session_seed"] == 11 and metadata["play"]["fps"] == 10_000
-    assert metadata["play"]["keys"] == [[["a"], 0], [["d"], 1]]
+    assert metadata["session_seed"] == 11 and metadata["fps"] == 10_000
+    assert metadata["keys"] == [[["a"], 0], [["d"], 1]] and metadata["noop"] == 0
     deleted = edit.deleted_episodes(directory)
     assert [d.summary.end for d in deleted] == ["reset", "terminated", "close"]
     assert [d.summary.seed for d in deleted] == [drawn[0], drawn[1], drawn[4]]

@@ -16,8 +16,8 @@ episodes are discarded.
   A deleted episode stays hidden whatever happens later (``repair`` included) until someone
   restores it (``gym-recorder edit DIR restore``).
 
-How the session was played (the key map, the no-op, the control keys, the frames per second,
-the session's seed) is the recording's metadata (the manifest's ``metadata``, which ``info``
+How the session was played (``produced_by`` "human", the key map, the no-op, the frames per
+second, the session's seed) is the recording's metadata (the manifest's ``metadata``, which ``info``
 shows); each episode's seed is recorded with it.
 """
 

@@ -157,7 +157,8 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         callback: called with the :class:`PlayStatus` at every frame, before its events are
             read (tests post key events from it; ``status.window.save(path)`` screenshots).
         recorder_kwargs: more arguments for the session's RecordingWrapper (a ``metadata``
-            there is added to play's: ``produced_by``, ``play``).
+            there is added to play's: ``produced_by`` "human", ``keys``, ``noop``, ``fps``,
+            ``session_seed``).
 
     Returns:
         The :class:`PlaySummary`.
@@ -183,8 +184,8 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         raise
     session_seed = int(seed) if seed is not None else secrets.randbelow(SEED_BOUND)
     seeds = episode_seeds(session_seed)
-    metadata = {"produced_by": "human",
-                "play": {**key_map.describe(), "fps": fps, "session_seed": session_seed}}
+    metadata = {"produced_by": "human", **key_map.describe(), "fps": fps,
+                "session_seed": session_seed}
     recorder = PlayEpisodes(env, os.fspath(directory), metadata, recorder_kwargs)
     summary = PlaySummary(os.fspath(directory), session_seed, recorder.prefix)
     status = PlayStatus()
