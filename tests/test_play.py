@@ -16,10 +16,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from gym_recorder import RecordingReader, edit
+from gym_recorder import RecordingReader, RecordingWrapper, edit
 from gym_recorder.integrity import verify
 from gym_recorder.cli import main
-from gym_recorder.errors import PlayError
+from gym_recorder.errors import EditError, EmptySelectionError, PlayError
 from gym_recorder.play import PlayStatus, play
 from gym_recorder.play.episodes import episode_seeds
 from gym_recorder.play.keys import build_key_map, key_code, parse_keys
@@ -182,6 +182,43 @@ def test_cartpole_pause_restart_discard_quit(tmp_path):
     assert main(["replay", directory, "--quiet"]) == 0
 
 
+def test_an_episode_deleted_by_stable_id_before_it_is_committed(tmp_path):
+    """What play does to the episode being played: hidden by its stable id before any of it
+    is written; readers hide it as its steps come, verify is clean all along."""
+    directory = str(tmp_path / "ids")
+    env = RecordingWrapper(gym.make("CartPole-v1"), directory, flush_interval=None)
+    prefix = env.file_prefix
+    env.reset(seed=1)
+    for _ in range(5):
+        env.step(0)
+    generation = edit.delete_ids(directory, [(prefix, 0)])  # nothing of it is committed yet
+    assert generation == 1
+    env.reset(seed=2)  # (ends episode 0 as "reset")
+    for _ in range(3):
+        env.step(1)
+    env.flush()
+    with RecordingReader(directory) as reader:
+        assert len(reader) == 1 and reader.stable_id(0) == (prefix, 1)
+        assert reader[0].seed == 2 and list(reader[0].actions) == [1, 1, 1]
+    assert verify(directory) == []
+    edit.delete_ids(directory, [(prefix, 1), (prefix, 7)])  # (7: not recorded, ever)
+    env.close()
+    with RecordingReader(directory) as reader:
+        assert len(reader) == 0 and reader.writers[0]["deleted"] == 2
+    assert [d.summary.end for d in edit.deleted_episodes(directory)] == ["reset", "close"]
+    assert verify(directory) == []
+    edit.restore(directory, all=True)
+    with RecordingReader(directory) as reader:
+        assert [reader[i].seed for i in range(len(reader))] == [1, 2]
+    for ids, message in [([("_edits", 0)], "not a writer prefix"),
+                         ([("../x", 0)], "not a writer prefix"),
+                         ([(prefix, -1)], "not in"), ([(prefix, 1.0)], "not in")]:
+        with pytest.raises(EditError, match=message):
+            edit.delete_ids(directory, ids)
+    with pytest.raises(EmptySelectionError):
+        edit.delete_ids(directory, [])
+
+
 def test_atari_with_its_own_key_map(tmp_path):
     ale_py = pytest.importorskip("ale_py")
     gym.register_envs(ale_py)
@@ -255,6 +292,14 @@ def test_the_key_map_is_checked_before_the_window_opens(tmp_path):
             play(env, directory, keys_to_action=keys, noop=noop)
     with pytest.raises(PlayError, match="render_mode='rgb_array'"):
         play(gym.make("CartPole-v1"), directory, keys_to_action={"a": 0})
+
+    class GreyFrames(gym.Wrapper):  # (an env whose rgb_array frames are not RGB)
+        def render(self):
+            return self.env.render()[..., 0]
+
+    with pytest.raises(PlayError, match="height x width x 3"):
+        play(GreyFrames(gym.make("CartPole-v1", render_mode="rgb_array")), directory,
+             keys_to_action={"a": 0})
     assert not directory.exists()
 
 

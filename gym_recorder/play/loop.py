@@ -184,6 +184,13 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         raise
     session_seed = int(seed) if seed is not None else secrets.randbelow(SEED_BOUND)
     seeds = episode_seeds(session_seed)
+    first_seed = next(seeds)
+    try:  # (a look at the first frame before anything is recorded: the seeded reset is redone)
+        env.reset(seed=first_seed)
+        check_frame(env.render())
+    except PlayError:
+        pygame.display.quit()
+        raise
     metadata = {"produced_by": "human", **key_map.describe(), "fps": fps,
                 "session_seed": session_seed}
     recorder = PlayEpisodes(env, os.fspath(directory), metadata, recorder_kwargs)
@@ -192,7 +199,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
     window: PlayWindow | None = None
     kept_steps: list[int] = []  # (steps of each kept episode, to take back on a discard)
     try:
-        _start(recorder, status, next(seeds))
+        _start(recorder, status, first_seed)
         frame = check_frame(env.render())
         spec = getattr(env, "spec", None)
         window = PlayWindow(pygame, frame.shape[:2], zoom or auto_zoom(frame.shape[1]),
@@ -203,6 +210,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         keys = _Keys(pygame, key_map)
         clock = pygame.time.Clock()
         while True:
+            status.discarded = summary.discarded
             if callback is not None:
                 callback(status)
             controls = keys.read(pygame.event.get())
