@@ -16,6 +16,6 @@ from .episodes import (DeletedEpisode, EditResult, delete, delete_ids, deleted_e
                        restore)
 from .log import KEEP_GENERATIONS, current_state
 
-__all__ = ["delete", "delete_ids", "keep", "restore", "deleted_episodes", "merge", "split", "compact",
-           "reclaimable", "EditResult", "DeletedEpisode", "MergeResult", "CompactResult",
-           "current_state", "KEEP_GENERATIONS", "RETIRE_GRACE_SECONDS"]
+__all__ = ["delete", "delete_ids", "keep", "restore", "deleted_episodes", "merge", "split",
+           "compact", "reclaimable", "EditResult", "DeletedEpisode", "MergeResult",
+           "CompactResult", "current_state", "KEEP_GENERATIONS", "RETIRE_GRACE_SECONDS"]

@@ -185,15 +185,16 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
     session_seed = int(seed) if seed is not None else secrets.randbelow(SEED_BOUND)
     seeds = episode_seeds(session_seed)
     first_seed = next(seeds)
-    try:  # (a look at the first frame before anything is recorded: the seeded reset is redone)
-        env.reset(seed=first_seed)
-        check_frame(env.render())
-    except PlayError:
-        pygame.display.quit()
-        raise
     metadata = {"produced_by": "human", **key_map.describe(), "fps": fps,
                 "session_seed": session_seed}
-    recorder = PlayEpisodes(env, os.fspath(directory), metadata, recorder_kwargs)
+    try:
+        # A look at the first frame before anything is recorded (the seeded reset is redone).
+        env.reset(seed=first_seed)
+        check_frame(env.render())
+        recorder = PlayEpisodes(env, os.fspath(directory), metadata, recorder_kwargs)
+    except BaseException:
+        pygame.display.quit()
+        raise
     summary = PlaySummary(os.fspath(directory), session_seed, recorder.prefix)
     status = PlayStatus()
     window: PlayWindow | None = None
