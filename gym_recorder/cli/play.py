@@ -44,7 +44,8 @@ def add_play_parser(add: Any, examples: Any, env_options: Any) -> None:
             "--keys; while no mapped key is held the no-op action is taken. p pauses, r "
             "restarts the episode (same seed, discarded), backspace discards the last kept "
             "episode, escape (or closing the window) quits: kept episodes stay, the unfinished "
-            "one is dropped. The first episode is reset with --seed, each later one with a "
+            "one is discarded. The session is one writer; discarded episodes are deleted with "
+            "an edit (`edit DIR restore` brings them back). The first episode is reset with --seed, each later one with a "
             "seed drawn from it. At the end, `info` of the directory is printed.",
             examples(
                 "gym-recorder play CartPole-v1 -d demos --keys 'left=0,right=1'",

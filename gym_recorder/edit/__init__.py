@@ -12,9 +12,10 @@ episodes' bytes and swaps them in with one commit.
 
 from .compact import RETIRE_GRACE_SECONDS, CompactResult, compact, reclaimable
 from .copies import MergeResult, merge, split
-from .episodes import DeletedEpisode, EditResult, delete, deleted_episodes, keep, restore
+from .episodes import (DeletedEpisode, EditResult, delete, delete_ids, deleted_episodes, keep,
+                       restore)
 from .log import KEEP_GENERATIONS, current_state
 
-__all__ = ["delete", "keep", "restore", "deleted_episodes", "merge", "split", "compact",
-           "reclaimable", "EditResult", "DeletedEpisode", "MergeResult", "CompactResult",
-           "current_state", "KEEP_GENERATIONS", "RETIRE_GRACE_SECONDS"]
+__all__ = ["delete", "delete_ids", "keep", "restore", "deleted_episodes", "merge", "split",
+           "compact", "reclaimable", "EditResult", "DeletedEpisode", "MergeResult",
+           "CompactResult", "current_state", "KEEP_GENERATIONS", "RETIRE_GRACE_SECONDS"]

@@ -15,13 +15,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import EditError, EmptySelectionError
-from ..format.edits import EditState, numbers_of, ranges_of
+from ..format import check_prefix
+from ..format.edits import EDITS_PREFIX, MAX_NUMBER, EditState, numbers_of, ranges_of
 from ..read.episode import EpisodeSummary
 from ..read.reader import RecordingReader
 from .log import commit
 from .select import condition, parse_indices
 
-__all__ = ["EditResult", "DeletedEpisode", "delete", "keep", "restore", "deleted_episodes"]
+__all__ = ["EditResult", "DeletedEpisode", "delete", "delete_ids", "keep", "restore",
+           "deleted_episodes"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,59 @@ def delete(directory: str | os.PathLike[str], episodes: Iterable[int | str] | No
             raise EmptySelectionError(f"{directory}: no episode selected; nothing deleted")
         what = f"where {where}" if where is not None else " ".join(map(str, episodes or []))
         return _hide(directory, reader, indices, f"delete {what}")
+
+
+def _with_numbers(ranges: list[list[int]], numbers: Iterable[int]) -> list[list[int]]:
+    """``ranges`` (half-open, sorted) joined with ``numbers``, merged where they touch."""
+    out: list[list[int]] = []
+    for start, stop in sorted([list(r) for r in ranges] + [[n, n + 1] for n in numbers]):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], stop)
+        else:
+            out.append([start, stop])
+    return out
+
+
+def delete_ids(directory: str | os.PathLike[str], ids: Iterable[tuple[str, int]],
+               action: str = "delete by id") -> int:
+    """Deletes episodes by stable id: (writer prefix, the writer's episode number). One atomic
+    commit, as :func:`delete`; no reader is opened, and the numbers need not be recorded yet
+    (a writer still recording can have its open episode hidden before its first byte is
+    committed: readers ignore numbers a writer has not recorded, and hide them once it has).
+
+    Args:
+        directory: the recording.
+        ids: (prefix, number) pairs.
+        action: what the edit log says of the edit.
+
+    Returns:
+        The generation committed.
+
+    Raises:
+        EditError: for a prefix that is not a writer's, or a number out of range.
+        EmptySelectionError: for no ids (nothing is committed).
+        EditConflictError: another edit committed the same generation meanwhile.
+    """
+    chosen: dict[str, list[int]] = {}
+    for prefix, number in ids:
+        try:
+            if prefix == EDITS_PREFIX:
+                raise ValueError(prefix)
+            check_prefix(prefix)
+        except ValueError:
+            raise EditError(f"{prefix!r} is not a writer prefix") from None
+        if type(number) is not int or not 0 <= number < MAX_NUMBER:
+            raise EditError(f"episode number {number!r} of {prefix} is not in [0, 2**63 - 1)")
+        chosen.setdefault(prefix, []).append(number)
+    if not chosen:
+        raise EmptySelectionError(f"{os.fspath(directory)}: no episode named; nothing deleted")
+
+    def change(state: EditState) -> EditState:
+        for prefix, numbers in chosen.items():
+            state.deleted[prefix] = _with_numbers(state.hidden(prefix), numbers)
+        return state
+
+    return commit(os.fspath(directory), change, action).generation
 
 
 def keep(directory: str | os.PathLike[str], episodes: Iterable[int | str] | None = None, *,

@@ -1,37 +1,46 @@
-"""The episodes of a play session: one writer each, so that one can leave the recording whole.
+"""The episodes of a play session: one writer for the session, discards through the edit record.
 
-Every episode is recorded by a :class:`~gym_recorder.RecordingWrapper` of its own around the
-user's env (a writer, a prefix, a manifest, in the format's terms). A finished episode the player
-keeps is committed and made durable when it ends (the writer is closed: fsync, manifest
-``complete``); an episode restarted, abandoned at quit, or discarded after it ended leaves the
-recording by deleting its writer's files: the manifest first (from then on no reader sees the
-episode; this is the step that counts), then its batch files and the key map beside it. Nothing
-else in the directory is touched, so demonstrations can be added to an existing recording.
+The session is recorded by one :class:`~gym_recorder.RecordingWrapper` around the user's env (one
+writer, one prefix, one manifest, in the format's terms), with no commit on time: an episode
+being played is committed when it ends. Each episode's stable id is the writer's prefix and its
+number within the writer (the resets so far, counted from 0), so it holds whatever other
+episodes are discarded.
 
-Beside each kept episode's manifest, ``P.play.json`` (a file readers ignore, as the format says
-of files it does not name) holds how it was played: the key map, the no-op action, the seeds.
+- An episode that ends (terminated or truncated) and is kept is committed and made durable
+  (``flush()``: written, listed in the manifest, fsynced) before the next one starts: a crash
+  or a kill later keeps it.
+- An episode discarded (restarted, unfinished at quit, or kept and then discarded) is deleted
+  with one commit of the recording's edit record (:func:`gym_recorder.edit.delete_ids`), by its
+  stable id. The episode being played is hidden *before* it ends: its number may name steps not
+  yet committed (readers hide them once they are), so at no moment can a kill leave it shown.
+  A deleted episode stays hidden whatever happens later (``repair`` included) until someone
+  restores it (``gym-recorder edit DIR restore``).
+
+How the session was played (``produced_by`` "human", the key map, the no-op, the frames per
+second, the session's seed) is the recording's metadata (the manifest's ``metadata``, which ``info``
+shows); each episode's seed is recorded with it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ..format import manifest_name
-from ..format.fileio import atomic_write, dumps
+from ..edit.episodes import delete_ids
+from ..errors import EditConflictError
 from ..record.wrapper import RecordingWrapper
 
-__all__ = ["PlayEpisodes", "episode_seeds", "remove_writer", "SIDECAR_SUFFIX", "SEED_BOUND"]
+__all__ = ["PlayEpisodes", "episode_seeds", "SEED_BOUND"]
 
 # Seeds drawn for later episodes (and for a session without a seed): below 2**31, so that every
 # env's seeding accepts them.
 SEED_BOUND = 2**31
-SIDECAR_SUFFIX = ".play.json"
+# Tries of an edit commit that another editor of the directory keeps beating.
+_EDIT_TRIES = 5
 
 
 def episode_seeds(seed: int) -> Iterator[int]:
@@ -43,117 +52,91 @@ def episode_seeds(seed: int) -> Iterator[int]:
         yield int(rng.integers(SEED_BOUND))
 
 
-def _fsync_dir(directory: str) -> None:
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def remove_writer(directory: str, prefix: str) -> list[str]:
-    """Deletes one writer's files: its manifest first, then its batches and its ``.play.json``.
-
-    Returns:
-        The names deleted.
-    """
-    removed = []
-    manifest = manifest_name(prefix)
-    try:
-        os.remove(os.path.join(directory, manifest))
-        removed.append(manifest)
-    except FileNotFoundError:
-        pass
-    _fsync_dir(directory)  # (the episode has left the recording for every reader from here on)
-    pattern = re.compile(re.escape(prefix) + r"\.ep[0-9]{9,}\.(json|bin)")
-    for name in sorted(os.listdir(directory)):
-        if pattern.fullmatch(name) or name == prefix + SIDECAR_SUFFIX:
-            try:
-                os.remove(os.path.join(directory, name))
-                removed.append(name)
-            except FileNotFoundError:
-                pass
-    return removed
-
-
 class PlayEpisodes:
-    """Starts, keeps and drops the episodes of one play session.
+    """Starts, keeps and discards the episodes of one play session (one writer).
 
     Args:
         env: the user's env (never closed here).
         directory: the recording directory.
-        notes: JSON-able data written beside each kept episode (the key map).
-        recorder_kwargs: more arguments for each episode's RecordingWrapper.
+        metadata: the recording's metadata (how the session is played); a ``metadata`` among
+            ``recorder_kwargs`` is added to it.
+        recorder_kwargs: more arguments for the RecordingWrapper.
 
     Attributes:
-        kept: prefixes of the kept episodes of this session, in order.
-        current: the recorder of the episode being played (None between episodes).
+        recorder: the session's RecordingWrapper.
+        prefix: its writer's prefix.
+        kept: the numbers (within the writer) of the kept episodes of this session, in order.
+        current: the number of the episode being played (None between episodes).
         seed: the seed the current episode was reset with.
     """
 
-    def __init__(self, env: gym.Env[Any, Any], directory: str, notes: dict[str, Any],
+    def __init__(self, env: gym.Env[Any, Any], directory: str, metadata: dict[str, Any],
                  recorder_kwargs: dict[str, Any] | None = None) -> None:
-        self.env = env
         self.directory = os.fspath(directory)
-        self.notes = notes
         # An unfinished episode is only wanted once it ends: no commit on time (a batch that
         # fills is still committed, which bounds the memory held).
-        self.recorder_kwargs = {"flush_interval": None, **(recorder_kwargs or {})}
-        self.kept: list[str] = []
-        self.current: RecordingWrapper | None = None
+        kwargs = {"flush_interval": None, **(recorder_kwargs or {})}
+        kwargs["metadata"] = {**metadata, **(kwargs.get("metadata") or {})}
+        self.recorder = RecordingWrapper(env, self.directory, **kwargs)
+        self.prefix = self.recorder.file_prefix
+        self.kept: list[int] = []
+        self.current: int | None = None
         self.seed: int | None = None
+        self._started = 0  # resets so far: the next episode's number
 
     def start(self, seed: int) -> tuple[Any, dict[str, Any]]:
-        """Starts an episode with its own writer: ``reset(seed=seed)``."""
-        if self.current is not None:
-            self.drop_current()
-        recorder = RecordingWrapper(self.env, self.directory, **self.recorder_kwargs)
-        self.current = recorder
-        self.seed = int(seed)
-        return recorder.reset(seed=self.seed)
+        """Starts an episode: ``reset(seed=seed)``; an unfinished one is discarded first."""
+        self.drop_current()
+        result = self.recorder.reset(seed=int(seed))
+        self.current, self.seed = self._started, int(seed)
+        self._started += 1
+        return result
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         """Steps the current episode (recorded)."""
         assert self.current is not None, "start() first"
-        return self.current.step(action)
+        return self.recorder.step(action)
 
-    def _end(self) -> str:
-        recorder = self.current
-        assert recorder is not None
-        self.current = None
-        # The env is the user's: only the recording ends (RecordingWrapper.close would close it).
-        recorder._env_closed = True
-        recorder.close()
-        return recorder.file_prefix
+    def keep(self) -> int:
+        """Keeps the current episode, which has just ended (terminated or truncated): committed
+        and durable on return. Returns its number within the writer."""
+        assert self.current is not None, "start() first"
+        self.recorder.flush()
+        number, self.current = self.current, None
+        self.kept.append(number)
+        return number
 
-    def keep(self, extra: dict[str, Any]) -> str:
-        """Ends the finished current episode and keeps it: committed and durable on return."""
-        prefix = self._end()
-        with atomic_write(os.path.join(self.directory, prefix + SIDECAR_SUFFIX)) as f:
-            f.write(dumps({**self.notes, **extra, "seed": self.seed}))
-        self.kept.append(prefix)
-        return prefix
+    def _delete(self, number: int, what: str) -> None:
+        for attempt in range(_EDIT_TRIES):
+            try:
+                delete_ids(self.directory, [(self.prefix, number)],
+                           f"play: discard {what} {self.prefix} {number}")
+                return
+            except EditConflictError:
+                if attempt == _EDIT_TRIES - 1:
+                    raise
 
     def drop_current(self) -> None:
-        """Ends the current episode and deletes it from the recording."""
+        """Discards the episode being played (if any): hidden first, so that no moment shows
+        it; its end is recorded by whatever ends it next (a reset, or close)."""
         if self.current is not None:
-            remove_writer(self.directory, self._end())
+            self._delete(self.current, "unfinished episode")
+            self.current = None
 
-    def drop_last_kept(self) -> str | None:
-        """Deletes the last kept episode of this session (None if there is none)."""
+    def drop_last_kept(self) -> int | None:
+        """Discards the last kept episode of this session; its number (None if none is left)."""
         if not self.kept:
             return None
-        prefix = self.kept.pop()
-        remove_writer(self.directory, prefix)
-        return prefix
+        number = self.kept[-1]
+        self._delete(number, "kept episode")
+        self.kept.pop()
+        return number
 
     def close(self) -> None:
-        """Drops the unfinished current episode; kept episodes stay."""
-        self.drop_current()
+        """Discards the unfinished episode, then closes the writer (the env stays open)."""
+        try:
+            self.drop_current()
+        finally:
+            # The env is the user's: only the recording ends (close() would close the env too).
+            self.recorder._env_closed = True
+            self.recorder.close()

@@ -132,12 +132,13 @@ class KeyMap:
         return self.actions.get(combo, self.noop)
 
     def describe(self) -> dict[str, Any]:
-        """The key map as JSON-able data: key names and actions (kept beside each episode)."""
+        """The key map as JSON-able data: key names and actions, and the no-op (the recording's
+        metadata keeps them)."""
         def plain(a: Any) -> Any:
             return a.tolist() if isinstance(a, np.ndarray) else a
         return {"keys": [[[key_name(c) for c in combo], plain(a)]
                          for combo, a in self.actions.items()],
-                "noop": plain(self.noop), "controls": dict(CONTROL_KEYS)}
+                "noop": plain(self.noop)}
 
 
 def build_key_map(keys_to_action: Mapping[Any, Any] | None, env: gym.Env[Any, Any],

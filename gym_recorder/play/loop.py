@@ -2,9 +2,10 @@
 
 The loop, once per frame: the callback (if any), the window's events (keys held, control keys),
 one env step with the action of the keys held (the no-op when none is), the frame and the status
-line, then the clock. Recording is :class:`~gym_recorder.RecordingWrapper`'s, one writer per
-episode (:mod:`gym_recorder.play.episodes`), so that it sees every reset observation and info as
-the env returned them.
+line, then the clock. Recording is :class:`~gym_recorder.RecordingWrapper`'s, one writer for the
+session (:mod:`gym_recorder.play.episodes`: kept episodes are committed as they end, discarded
+ones deleted through the recording's edit record), so that it sees every reset observation and
+info as the env returned them.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ class PlaySummary:
     Attributes:
         directory: the recording directory.
         seed: the session's seed (the first episode's; later ones are drawn from it).
-        kept: the writer prefixes of the kept episodes, in order (one writer per episode).
+        writer: the session's writer prefix (one writer for the session).
+        kept: the stable ids (writer prefix, number within the writer) of the kept episodes, in
+            order: what ``RecordingReader.stable_id`` gives.
         seeds: the seeds of the kept episodes, in order.
         discarded: episodes of at least one step discarded (restarted, discarded after they
             ended, or unfinished at the end).
@@ -77,7 +80,8 @@ class PlaySummary:
 
     directory: str
     seed: int
-    kept: list[str] = field(default_factory=list)
+    writer: str = ""
+    kept: list[tuple[str, int]] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     discarded: int = 0
     steps: int = 0
@@ -128,10 +132,12 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
     The window shows ``env.render()`` frames under a status line (episode, step, return, kept).
     Each frame the env is stepped once with the action of the keys held, or ``noop`` when no
     mapped combination is held. Control keys: ``p`` pauses and resumes, ``r`` restarts the
-    episode (same seed; the episode is discarded), ``backspace`` discards the last kept episode
-    (again: the one before), ``escape`` or closing the window quits (kept episodes stay, the
-    unfinished one is dropped). An episode that terminates or is truncated is kept (committed
-    and made durable) and the next one starts.
+    episode (same seed; the episode is discarded; nothing happens before its first step),
+    ``backspace`` discards the last kept episode (again: the one before), ``escape`` or closing
+    the window quits (kept episodes stay, the unfinished one is discarded). An episode that
+    terminates or is truncated is kept (committed and made durable) and the next one starts.
+    The session is one writer of the recording; a discarded episode is deleted with one commit
+    of the recording's edit record (``gym-recorder edit DIR restore`` brings it back).
 
     Seeds: the first episode is reset with ``seed`` (a random one when None), each later one
     with a seed drawn from a generator seeded with ``seed``; each is recorded, so
@@ -150,7 +156,9 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         episodes: stop once this many episodes are kept (default: play until quit).
         callback: called with the :class:`PlayStatus` at every frame, before its events are
             read (tests post key events from it; ``status.window.save(path)`` screenshots).
-        recorder_kwargs: more arguments for each episode's RecordingWrapper.
+        recorder_kwargs: more arguments for the session's RecordingWrapper (a ``metadata``
+            there is added to play's: ``produced_by`` "human", ``keys``, ``noop``, ``fps``,
+            ``session_seed``).
 
     Returns:
         The :class:`PlaySummary`.
@@ -176,14 +184,23 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         raise
     session_seed = int(seed) if seed is not None else secrets.randbelow(SEED_BOUND)
     seeds = episode_seeds(session_seed)
-    notes = {"play": key_map.describe(), "session_seed": session_seed, "fps": fps}
-    recorder = PlayEpisodes(env, os.fspath(directory), notes, recorder_kwargs)
-    summary = PlaySummary(os.fspath(directory), session_seed)
+    first_seed = next(seeds)
+    metadata = {"produced_by": "human", **key_map.describe(), "fps": fps,
+                "session_seed": session_seed}
+    try:
+        # A look at the first frame before anything is recorded (the seeded reset is redone).
+        env.reset(seed=first_seed)
+        check_frame(env.render())
+        recorder = PlayEpisodes(env, os.fspath(directory), metadata, recorder_kwargs)
+    except BaseException:
+        pygame.display.quit()
+        raise
+    summary = PlaySummary(os.fspath(directory), session_seed, recorder.prefix)
     status = PlayStatus()
     window: PlayWindow | None = None
     kept_steps: list[int] = []  # (steps of each kept episode, to take back on a discard)
     try:
-        _start(recorder, status, next(seeds))
+        _start(recorder, status, first_seed)
         frame = check_frame(env.render())
         spec = getattr(env, "spec", None)
         window = PlayWindow(pygame, frame.shape[:2], zoom or auto_zoom(frame.shape[1]),
@@ -194,6 +211,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         keys = _Keys(pygame, key_map)
         clock = pygame.time.Clock()
         while True:
+            status.discarded = summary.discarded
             if callback is not None:
                 callback(status)
             controls = keys.read(pygame.event.get())
@@ -201,8 +219,8 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
                 break
             if "pause" in controls:
                 status.paused = not status.paused
-            if "restart" in controls:
-                summary.discarded += int(status.step > 0)
+            if "restart" in controls and status.step > 0:  # (before a step: the same start)
+                summary.discarded += 1
                 _start(recorder, status, status.seed)
             if "discard" in controls and recorder.drop_last_kept() is not None:
                 summary.discarded += 1
@@ -215,7 +233,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
                 status.step += 1
                 status.episode_return += float(reward)
                 if terminated or truncated:
-                    recorder.keep({"steps": status.step, "return": status.episode_return})
+                    recorder.keep()
                     kept_steps.append(status.step)
                     summary.steps += status.step
                     summary.seeds.append(status.seed)
@@ -230,7 +248,7 @@ def play(env: gym.Env[Any, Any], directory: str | os.PathLike[str], *,
         if recorder.current is not None and status.step > 0:
             summary.discarded += 1
         recorder.close()
-        summary.kept = list(recorder.kept)
+        summary.kept = [(recorder.prefix, number) for number in recorder.kept]
         if window is not None:
             window.close()
         pygame.display.quit()  # (also when no window opened: key names need the display)
