@@ -39,6 +39,7 @@ from gym_recorder.format.codecs import decode_rows, encode_rows  # noqa: E402
 GAMES = ("Breakout", "Pong", "MsPacman", "SpaceInvaders", "Seaquest")
 STACKED = ("Breakout", "MsPacman")
 TARGET_RAW_MEDIAN, TARGET_RAW_MIN, TARGET_STACKED = 300.0, 50.0, 100.0
+TARGET_CARRACING = 20.0  # CarRacing-v3's 96x96x3 frames (needs Box2D: gymnasium[box2d])
 TARGET_NOISE_OVER = 1.10
 TARGET_READ_GBPS, TARGET_FRAME_US = 1.0, 200.0
 
@@ -57,12 +58,23 @@ class Noise(gym.Env):
         return self.np_random.integers(0, 256, (210, 160, 3), np.uint8), 0.0, False, False, {}
 
 
+def _has_box2d() -> bool:
+    try:
+        import Box2D  # noqa: F401
+    except ImportError:
+        print("CarRacing skipped: Box2D is not installed (pip install 'gymnasium[box2d]')")
+        return False
+    return True
+
+
 def make(case: str) -> gym.Env:
     import ale_py
 
     gym.register_envs(ale_py)
     if case == "noise":
         return gym.wrappers.TimeLimit(Noise(), 1000)
+    if case == "CarRacing":
+        return gym.make("CarRacing-v3", continuous=False)
     if case.endswith("-stacked"):
         env = gym.make(f"ALE/{case.split('-')[0]}-v5", frameskip=1)
         return gym.wrappers.FrameStackObservation(gym.wrappers.AtariPreprocessing(env), 4)
@@ -179,7 +191,8 @@ def main() -> None:
                         help="target_batch_bytes of both recordings (raw bytes held in memory; "
                              "default 32 MiB: fewer batch JSONs per frame)")
     args = parser.parse_args()
-    cases = args.cases or [*GAMES, *(f"{g}-stacked" for g in STACKED), "noise"]
+    cases = args.cases or [*GAMES, *(f"{g}-stacked" for g in STACKED), "noise",
+                           *(["CarRacing"] if _has_box2d() else [])]
     scale = 10_000 / args.steps
     print(f"{args.steps} random steps a case, bytes scaled to 10,000 steps; "
           f"compression=Zstd() defaults {Zstd()!r}; target_batch_bytes {args.target:,}")
@@ -222,6 +235,9 @@ def main() -> None:
             med = statistics.median(games)
             print(f"raw ALE frames: median {med:.0f}x {mark(med >= TARGET_RAW_MEDIAN)}, "
                   f"min {min(games):.0f}x {mark(min(games) >= TARGET_RAW_MIN)}")
+        if "CarRacing" in ratios:
+            print(f"CarRacing 96x96x3 frames: {ratios['CarRacing']:.0f}x "
+                  f"{mark(ratios['CarRacing'] >= TARGET_CARRACING)}")
         stacked = [ratios[f"{g}-stacked"] for g in STACKED if f"{g}-stacked" in ratios]
         if stacked:
             print(f"stacked frames: min {min(stacked):.0f}x "

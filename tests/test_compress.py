@@ -485,3 +485,19 @@ def test_edits_on_a_compressed_recording(tmp_path: Path) -> None:
         batches = reader.writers[0]["manifest"]["batches"]
         assert any(b.get("codecs") == ["zstd"] for b in batches)
     assert verify(d) == []
+
+
+def test_noise_is_stored_raw_after_a_probe_and_repeated_noise_still_compresses() -> None:
+    """Rows of noise are stored raw from a two-row probe (not the first chunk compressed both
+    ways); a row of noise repeated from row to row compresses by XOR and is kept compressed;
+    noise in a band of otherwise flat frames is compressed too."""
+    rng = np.random.default_rng(0)
+    codec = codecs.resolve_compression("zstd")
+    noise = rng.integers(0, 256, (40, 64, 64, 3), np.uint8)
+    assert codecs.encode_rows(noise, codec) is None
+    repeated = np.repeat(noise[:1], 40, axis=0)
+    stored, meta = codecs.encode_rows(repeated, codec)
+    assert meta["configuration"]["delta"] == "xor" and len(stored) * 20 < repeated.nbytes
+    compressible = np.zeros((40, 64, 64, 3), np.uint8)
+    compressible[:, 10:20] = noise[:, 10:20]  # noise in a band: the probe lets it compress
+    assert codecs.encode_rows(compressible, codec) is not None

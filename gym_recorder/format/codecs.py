@@ -183,6 +183,21 @@ def _delta_encode(rows: np.ndarray, delta: str) -> np.ndarray:
     return out
 
 
+def _incompressible(zstd: Any, raw: np.ndarray, row_bytes: int, codec: Codec) -> bool:
+    """Whether the rows look like noise: the first row alone, and the second XORed with the
+    first (or as the codec's delta codes it), each keep more than :data:`MAX_STORED_FRACTION` of
+    their bytes. Two rows cost an eighth of compressing a first chunk of 8 rows both ways;
+    rows that compress either way go on to the full choice below (a row of noise repeated from
+    row to row compresses by XOR, and is kept compressed)."""
+    limit = MAX_STORED_FRACTION * row_bytes
+    if len(zstd.compress(np.ascontiguousarray(raw[:1]).data, codec.level)) <= limit:
+        return False
+    if len(raw) < 2 or codec.delta == "none":
+        return True
+    delta = "xor" if codec.delta == "auto" else codec.delta
+    return len(zstd.compress(_delta_encode(raw[:2], delta)[1:].data, codec.level)) > limit
+
+
 def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]] | None:
     """The stored bytes of a C-contiguous array of rows (``block.shape[0]`` rows): the chunk
     offsets table, then one zstd frame per chunk, and the ARRAY's ``"codec"`` (the delta and
@@ -195,6 +210,8 @@ def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]]
     if n and row_bytes * cr > MAX_CHUNK_BYTES:
         return None
     zstd = _zstd()
+    if n and _incompressible(zstd, raw, row_bytes, codec):
+        return None  # (noise: a probe of two rows, not the first chunk both ways, says so)
     chunks = []
     delta = codec.delta
     start = 0
