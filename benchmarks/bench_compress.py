@@ -1,8 +1,8 @@
 """Benchmarks zstd-compressed leaves on real ALE frames: size, recording cost, reading speed.
 
 For each case (raw ALE frames of five games, stacked 4x84x84 frames of two, noise frames) it
-records ``--steps`` random-policy steps three ways: the bare env, recorded raw, recorded with
-``compression="zstd"``, and prints bytes per 10,000 steps (measured on ``--steps`` and
+records ``--steps`` random-policy steps three ways, interleaved ``--repeats`` times: the bare
+env, recorded raw, recorded with ``compression="zstd"``, and prints bytes per 10,000 steps (measured on ``--steps`` and
 scaled), the ratio, the added microseconds per step over the bare env, decoded read
 throughput (iterating every episode, and ``column``), and the median latency of one random
 frame (``episode_rows(i).rows("observations", k, k + 1)``). Then, on the recorded frames in
@@ -185,6 +185,9 @@ def mark(ok: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="bare, raw and zstd runs interleaved this many times: the us/step "
+                             "figures are medians of the per-repeat differences")
     parser.add_argument("--cases", nargs="*", default=None)
     parser.add_argument("--no-designs", action="store_true")
     parser.add_argument("--target", type=int, default=32 << 20,
@@ -201,9 +204,17 @@ def main() -> None:
     try:
         for case in cases:
             raw_d, z_d = os.path.join(tmp, case + ".raw"), os.path.join(tmp, case + ".zstd")
-            bare = run(case, args.steps, None, None, args.target)
-            raw_t = run(case, args.steps, raw_d, None, args.target)
-            z_t = run(case, args.steps, z_d, "zstd", args.target)
+            added_raw, added_z, bares = [], [], []
+            for r in range(args.repeats):  # interleaved: drift hits all three alike
+                for d in (raw_d, z_d):
+                    shutil.rmtree(d, ignore_errors=True)
+                bare = run(case, args.steps, None, None, args.target)
+                added_raw.append(run(case, args.steps, raw_d, None, args.target) - bare)
+                added_z.append(run(case, args.steps, z_d, "zstd", args.target) - bare)
+                bares.append(bare)
+            bare = statistics.median(bares)
+            raw_t = bare + statistics.median(added_raw)
+            z_t = bare + statistics.median(added_z)
             raw_b, z_b = bin_bytes(raw_d), bin_bytes(z_d)
             ratio = raw_b / z_b
             ratios[case] = ratio
