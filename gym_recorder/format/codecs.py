@@ -43,6 +43,9 @@ MIN_CODED_ROW_BYTES = 64
 # An entry's rows are stored raw when compressing keeps more than this fraction of their bytes
 # (noise): reading raw bytes costs nothing, and the file grows by less than the fraction.
 MAX_STORED_FRACTION = 0.9
+# Rows of at least this many bytes (a chunk of 12 rows or fewer) are first probed for noise with
+# two rows; smaller rows, many to a chunk, can repeat further apart than a probe sees.
+PROBE_MIN_ROW_BYTES = 64 * 1024
 # Defaults, chosen from benchmarks/bench_compress.py (see docs/compression.md).
 DEFAULT_LEVEL = 3
 DEFAULT_CHUNK_ROWS = None  # by the row's size: see DEFAULT_CHUNK_BYTES
@@ -184,18 +187,19 @@ def _delta_encode(rows: np.ndarray, delta: str) -> np.ndarray:
 
 
 def _incompressible(zstd: Any, raw: np.ndarray, row_bytes: int, codec: Codec) -> bool:
-    """Whether the rows look like noise: the first row alone, and the second XORed with the
-    first (or as the codec's delta codes it), each keep more than :data:`MAX_STORED_FRACTION` of
-    their bytes. Two rows cost an eighth of compressing a first chunk of 8 rows both ways;
-    rows that compress either way go on to the full choice below (a row of noise repeated from
-    row to row compresses by XOR, and is kept compressed)."""
-    limit = MAX_STORED_FRACTION * row_bytes
-    if len(zstd.compress(np.ascontiguousarray(raw[:1]).data, codec.level)) <= limit:
+    """Whether the rows look like noise: the first row alone, and the first two together
+    (delta-coded as the codec would: zstd also finds a row repeated in the next, without
+    delta coding), each keep more than :data:`MAX_STORED_FRACTION` of their bytes. Three rows
+    cost a fifth of compressing a first chunk of 8 rows both ways; rows that compress either
+    way go on to the full choice below."""
+    if len(zstd.compress(np.ascontiguousarray(raw[:1]).data, codec.level)) <= \
+            MAX_STORED_FRACTION * row_bytes:
         return False
-    if len(raw) < 2 or codec.delta == "none":
+    if len(raw) < 2:
         return True
-    delta = "xor" if codec.delta == "auto" else codec.delta
-    return len(zstd.compress(_delta_encode(raw[:2], delta)[1:].data, codec.level)) > limit
+    two = _delta_encode(raw[:2], "xor" if codec.delta == "auto" else codec.delta)
+    return len(zstd.compress(np.ascontiguousarray(two).data, codec.level)) > \
+        MAX_STORED_FRACTION * 2 * row_bytes
 
 
 def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]] | None:
@@ -210,7 +214,7 @@ def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]]
     if n and row_bytes * cr > MAX_CHUNK_BYTES:
         return None
     zstd = _zstd()
-    if n and _incompressible(zstd, raw, row_bytes, codec):
+    if n and row_bytes >= PROBE_MIN_ROW_BYTES and _incompressible(zstd, raw, row_bytes, codec):
         return None  # (noise: a probe of two rows, not the first chunk both ways, says so)
     chunks = []
     delta = codec.delta
