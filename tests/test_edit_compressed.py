@@ -28,7 +28,7 @@ from gym_recorder.integrity.recompress import leaf_bytes
 from gym_recorder.training.transitions import transitions
 from test_c_reader import assert_same_as_python, c_lines, grread  # noqa: F401
 from test_edit import episodes, same
-from test_edit_crash import _prints, _prints_lines, fingerprints
+from test_edit_crash import EDIT_CHILD, _prints, _prints_lines, fingerprints
 
 pytest.importorskip("zstandard")
 
@@ -167,33 +167,8 @@ def test_compact_mixed_raw_and_compressed_writers(tmp_path: Path, grread) -> Non
     assert_same_as_python(grread, d)
 
 
-COMPACT_CHILD = r"""
-import random, sys
-from gym_recorder import RecordingReader, edit
-from gym_recorder.cli import main
-from gym_recorder.edit.compact import compact
-d = sys.argv[1]
-rng = random.Random(int(sys.argv[2]))
-print("ready", flush=True)
-while True:
-    with RecordingReader(d) as r:
-        n = len(r)
-    if n > 3 and rng.random() < 0.4:
-        k = rng.randint(1, 2)
-        print("begin", n - k, flush=True)
-        edit.delete(d, rng.sample(range(n), k))
-        print("done", n - k, flush=True)
-    elif rng.random() < 0.8:
-        print("begin", n, flush=True)
-        compact(d, grace=0, target_batch_bytes=rng.choice([12000, 10000000]))
-        print("done", n, flush=True)
-    else:
-        deleted = len(edit.deleted_episodes(d))
-        if deleted:
-            print("begin", n + deleted, flush=True)
-            edit.restore(d, all=True)
-            print("done", n + deleted, flush=True)
-"""
+# The edit crash test's child, with more compactions and a compressed recording's targets.
+COMPACT_MIX = '{"delete": 0.4, "most": 2, "compact": 0.8, "targets": [12000, 10000000]}'
 
 
 @pytest.mark.stress
@@ -209,7 +184,7 @@ def test_kill_while_compacting_a_compressed_recording(tmp_path: Path) -> None:
     for trial in range(5):
         d = tmp_path / f"t{trial}"
         shutil.copytree(source, d)
-        lines = _prints_lines(_prints(COMPACT_CHILD, [str(d), str(trial)],
+        lines = _prints_lines(_prints(EDIT_CHILD, [str(d), str(trial), COMPACT_MIX],
                                       rng.uniform(0.3, 1.5)))
         assert lines, "the child printed nothing before the kill: give it more time"
         last = lines[-1].split()

@@ -26,24 +26,29 @@ from gym_recorder.integrity import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Deletes, compactions and restores at random, printing "begin N" / "done N" (N: the episodes
+# shown once it is done). argv: directory, seed, and optionally the mix as JSON: the chance of a
+# delete, the most episodes it deletes, the chance of a compaction, its batch targets.
 EDIT_CHILD = r"""
-import random, sys
+import json, random, sys
 from gym_recorder import RecordingReader, edit
 from gym_recorder.edit.compact import compact
 d = sys.argv[1]
 rng = random.Random(int(sys.argv[2]))
+mix = {"delete": 0.6, "most": 3, "compact": 0.5, "targets": [3000, 100000]}
+mix.update(json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
 print("ready", flush=True)
 while True:
     with RecordingReader(d) as r:
         n = len(r)
-    if n > 3 and rng.random() < 0.6:
-        k = rng.randint(1, 3)
+    if n > 3 and rng.random() < mix["delete"]:
+        k = rng.randint(1, mix["most"])
         print("begin", n - k, flush=True)
         edit.delete(d, rng.sample(range(n), k))
         print("done", n - k, flush=True)
-    elif rng.random() < 0.5:
+    elif rng.random() < mix["compact"]:
         print("begin", n, flush=True)
-        compact(d, grace=0, target_batch_bytes=rng.choice([3000, 100000]))
+        compact(d, grace=0, target_batch_bytes=rng.choice(mix["targets"]))
         print("done", n, flush=True)
     else:
         deleted = len(edit.deleted_episodes(d))
