@@ -28,7 +28,7 @@ from gym_recorder.integrity.recompress import leaf_bytes
 from gym_recorder.training.transitions import transitions
 from test_c_reader import assert_same_as_python, c_lines, grread  # noqa: F401
 from test_edit import episodes, same
-from test_edit_crash import EDIT_CHILD, _prints, _prints_lines, fingerprints
+from test_edit_crash import fingerprints, kill_edits_and_check
 
 pytest.importorskip("zstandard")
 
@@ -184,19 +184,9 @@ def test_kill_while_compacting_a_compressed_recording(tmp_path: Path) -> None:
     for trial in range(5):
         d = tmp_path / f"t{trial}"
         shutil.copytree(source, d)
-        lines = _prints_lines(_prints(EDIT_CHILD, [str(d), str(trial), COMPACT_MIX],
-                                      rng.uniform(0.3, 1.5)))
-        assert lines, "the child printed nothing before the kill: give it more time"
-        last = lines[-1].split()
-        counts = {int(last[1])}
-        if last[0] == "begin":  # killed inside an edit: the old state or the new
-            mid += 1
-            done = [line for line in lines if line.startswith("done")]
-            counts.add(int(done[-1].split()[1]) if done else len(everything))
-        assert verify(d) == [], trial
-        got = fingerprints(d)
-        assert sum(got.values()) in counts, (trial, lines[-2:])
-        assert max(got.values(), default=1) == 1 and not (set(got) - set(everything))
+        got, inside = kill_edits_and_check(d, trial, rng.uniform(0.3, 1.5), everything,
+                                           COMPACT_MIX)
+        mid += inside
         compact(d, grace=0)  # a compaction after the kill finishes cleanly
         assert verify(d) == [] and fingerprints(d) == got
         shutil.rmtree(d)

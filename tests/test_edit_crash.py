@@ -103,6 +103,28 @@ def fingerprints(d: Path) -> Counter:
                                 ("observations", "actions", "rewards")) for ep in reader)
 
 
+def kill_edits_and_check(d: Path, trial: int, seconds: float, everything: Counter,
+                         mix: str | None = None) -> tuple[Counter, bool]:
+    """Runs EDIT_CHILD on ``d`` (with ``mix``), kills it after ``seconds``, and checks what is
+    left: verify clean, every episode of ``everything`` at most once and nothing else, and as
+    many as the last edit finished with, or (killed inside one) as before it. Returns what is
+    left and whether the kill fell inside an edit."""
+    args = [str(d), str(trial)] + ([mix] if mix is not None else [])
+    lines = _prints_lines(_prints(EDIT_CHILD, args, seconds))
+    assert lines, "the child printed nothing before the kill: give it more time"
+    last = lines[-1].split()
+    counts = {int(last[1])}
+    inside = last[0] == "begin"
+    if inside:  # killed inside an edit: the old state or the new
+        done = [line for line in lines if line.startswith("done")]
+        counts.add(int(done[-1].split()[1]) if done else len(everything))
+    assert verify(d) == [], trial
+    got = fingerprints(d)
+    assert sum(got.values()) in counts, (trial, lines[-2:])
+    assert max(got.values(), default=1) == 1 and not (set(got) - set(everything))
+    return got, inside
+
+
 @pytest.mark.stress
 def test_kill_during_edits_and_compaction(tmp_path: Path) -> None:
     source = tmp_path / "source"
@@ -114,18 +136,8 @@ def test_kill_during_edits_and_compaction(tmp_path: Path) -> None:
     for trial in range(6):
         d = tmp_path / f"t{trial}"
         shutil.copytree(source, d)
-        lines = _prints_lines(_prints(EDIT_CHILD, [str(d), str(trial)], rng.uniform(0.3, 1.5)))
-        assert lines, "the child printed nothing before the kill: give it more time"
-        last = lines[-1].split()
-        counts = {int(last[1])}
-        if last[0] == "begin":  # killed inside an edit: the old state or the new
-            mid += 1
-            done = [line for line in lines if line.startswith("done")]
-            counts.add(int(done[-1].split()[1]) if done else len(everything))
-        assert verify(d) == [], trial
-        got = fingerprints(d)
-        assert sum(got.values()) in counts, (trial, lines[-2:])
-        assert max(got.values(), default=1) == 1 and not (set(got) - set(everything))
+        _, inside = kill_edits_and_check(d, trial, rng.uniform(0.3, 1.5), everything)
+        mid += inside
         shutil.rmtree(d)
     print(f"\n{mid} of 6 kills inside an edit or compaction")
 
