@@ -249,13 +249,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report(args: argparse.Namespace, lines: list[str], what: str) -> int:
+    """Says each line of what a rewriting command did, or that there was nothing to do."""
+    for line in lines:
+        say(args, line)
+    if not lines:
+        say(args, f"{args.directory}: nothing to {what}")
+    return EXIT_OK
+
+
 def cmd_repair(args: argparse.Namespace) -> int:
     actions = _integrity().repair(args.directory)
-    for line in actions:
-        say(args, line)
-    if not actions:
-        say(args, f"{args.directory}: nothing to repair")
-    return EXIT_OK
+    return _report(args, actions, "repair")
 
 
 def cmd_compress(args: argparse.Namespace) -> int:
@@ -267,22 +272,14 @@ def cmd_compress(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CommandError(str(e)) from e
     lines = compress(args.directory, codec, grace=args.grace)
-    for line in lines:
-        say(args, line)
-    if not lines:
-        say(args, f"{args.directory}: nothing to compress")
-    return EXIT_OK
+    return _report(args, lines, "compress")
 
 
 def cmd_decompress(args: argparse.Namespace) -> int:
     from ..integrity.recompress import decompress
 
     lines = decompress(args.directory, grace=args.grace)
-    for line in lines:
-        say(args, line)
-    if not lines:
-        say(args, f"{args.directory}: nothing to decompress")
-    return EXIT_OK
+    return _report(args, lines, "decompress")
 
 
 def cmd_push(args: argparse.Namespace) -> int:
