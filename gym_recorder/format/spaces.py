@@ -1,15 +1,15 @@
 """Gymnasium spaces in the recording: their JSON description, and the layout of their leaves.
 
-A space is described once in the manifest (see "Spaces" in :mod:`gym_recorder.format`), and both
-sides derive a :class:`Layout` from that description: the writer to flatten each value into its
-leaves, the reader to rebuild values (dicts, tuples, stacked arrays) from the stored leaves.
+A space is described once in the manifest (see "Spaces" in :mod:`gym_recorder.format`):
+:func:`describe_space` writes that description, :func:`build_space` checks one read back and
+rebuilds the space. The tree of leaves both sides derive from it is :mod:`.layout`'s
+(:class:`Layout` and its nodes are re-exported here).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -17,8 +17,9 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import FormatError, SpaceKeptAsWarning
-from . import MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS, parse_dtype
-from .values import ArraySource, decode_value
+from . import MAX_NESTING, parse_dtype
+from .layout import (ArrayLeaf, DictNode, Layout, TupleNode, ValuesLeaf, decode_values_leaf,
+                     space_shape)
 
 # Rebuilding a Box allocates its low and high bounds in full (gymnasium's checks take about
 # 4.5x this at peak): refuse bounds larger than this many bytes each, so that a hostile manifest
@@ -44,7 +45,7 @@ TEXT_KIND_DESCRIPTION = f"Text(0 to {TEXT_KIND_MAX_LENGTH} printable ASCII chara
 
 
 __all__ = ["space_kept_as", "describe_space", "build_space", "Layout", "ArrayLeaf", "ValuesLeaf", "DictNode",
-           "TupleNode"]
+           "TupleNode", "decode_values_leaf"]
 
 
 def _bound_json(a: np.ndarray) -> Any:
@@ -187,15 +188,6 @@ def _bound(value: Any, shape: tuple[Any, ...], dtype: np.dtype, where: str) -> n
         raise FormatError(f"{where}: Box bound does not fit {dtype.str}") from e
 
 
-def _shape(value: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or len(value) > MAX_NDIM or not all(
-            type(d) is int and 0 <= d <= MAX_SPACE_ELEMENTS for d in value):
-        raise FormatError(f"{where}: bad shape {value!r}")
-    if math.prod(value) > MAX_SPACE_ELEMENTS:
-        raise FormatError(f"{where}: shape {value!r} is absurdly large")
-    return tuple(value)
-
-
 def unknown_space(desc: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
     """The first ``unknown`` space in a description, as ``(path, class)`` (path like
     ``"['mission']"``, "" for the space itself), or None: why :func:`build_space` gives None."""
@@ -252,7 +244,7 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[An
     try:
         if kind == "Box":
             dtype = parse_dtype(desc.get("dtype"), where)
-            shape = _shape(desc.get("shape"), where)
+            shape = space_shape(desc.get("shape"), where)
             if math.prod(shape) * dtype.itemsize > MAX_BOX_BOUND_BYTES:
                 raise FormatError(f"{where}: Box of shape {shape} and dtype {dtype.str} is too "
                                   f"large to rebuild (bounds of more than {MAX_BOX_BOUND_BYTES} "
@@ -271,7 +263,7 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[An
                                         start=np.array(_get(desc, "start", list, where)))
         if kind == "MultiBinary":
             n = desc.get("n")
-            return spaces.MultiBinary(list(_shape(n, where)) if isinstance(n, list) else _get(desc, "n", int, where))
+            return spaces.MultiBinary(list(space_shape(n, where)) if isinstance(n, list) else _get(desc, "n", int, where))
         if kind == "Text":
             return spaces.Text(_get(desc, "max_length", int, where),
                                min_length=_get(desc, "min_length", int, where),
@@ -310,196 +302,3 @@ def build_space(desc: Any, where: str = "space", depth: int = 0) -> gym.Space[An
     except (ValueError, TypeError, AssertionError, OverflowError) as e:
         raise FormatError(f"{where}: cannot rebuild {kind} space ({e})") from e
     raise FormatError(f"{where}: unknown space type {kind!r}")
-
-
-# ---------------------------------------------------------------------------------------------
-# Layout: the tree of leaves
-
-
-class ArrayLeaf:
-    """A leaf stored as one stacked array per entry (Box, Discrete, MultiDiscrete, MultiBinary)."""
-
-    __slots__ = ("dtype", "shape")
-
-    def __init__(self, dtype: np.dtype, shape: tuple[int, ...]) -> None:
-        self.dtype = dtype
-        self.shape = shape
-
-
-class ValuesLeaf:
-    """A leaf stored as a list of VALUEs, one per row (Text, Sequence, Graph, OneOf, unknown)."""
-
-    __slots__ = ("kind", "stack")
-
-    def __init__(self, kind: str, stack: bool = False) -> None:
-        self.kind = kind
-        self.stack = stack
-
-
-class DictNode:
-    """A Dict space: keys in the space's order, one child layout per key."""
-
-    __slots__ = ("keys", "children")
-
-    def __init__(self, keys: list[str], children: list[Any]) -> None:
-        self.keys = keys
-        self.children = children
-
-
-class TupleNode:
-    """A Tuple space: one child layout per element."""
-
-    __slots__ = ("children",)
-
-    def __init__(self, children: list[Any]) -> None:
-        self.children = children
-
-
-class Layout:
-    """The leaves of a space, in a fixed depth-first order, and how to walk values through them.
-
-    Attributes:
-        root: the tree of :class:`DictNode`, :class:`TupleNode`, :class:`ArrayLeaf` and
-            :class:`ValuesLeaf`.
-        leaves: the leaves in depth-first order.
-        single: True when the space is one leaf (values need no flattening).
-    """
-
-    def __init__(self, desc: Any, where: str = "space") -> None:
-        self.leaves: list[Any] = []
-        self.root = self._node(desc, where, 0)
-        self.single = not isinstance(self.root, (DictNode, TupleNode))
-
-    def _node(self, desc: Any, where: str, depth: int) -> Any:
-        if depth > MAX_NESTING:
-            raise FormatError(f"{where}: spaces nested too deeply")
-        if not isinstance(desc, dict):
-            raise FormatError(f"{where}: a space must be a JSON object")
-        kind = desc.get("type")
-        if kind == "Dict":
-            pairs = desc.get("spaces")
-            if not isinstance(pairs, list) or not all(
-                    isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
-                raise FormatError(f"{where}: Dict spaces must be [key, space] pairs")
-            return DictNode([k for k, _ in pairs],
-                            [self._node(s, f"{where}[{k!r}]", depth + 1) for k, s in pairs])
-        if kind == "Tuple":
-            subs = desc.get("spaces")
-            if not isinstance(subs, list):
-                raise FormatError(f"{where}: Tuple spaces must be a list")
-            return TupleNode([self._node(s, f"{where}[{i}]", depth + 1) for i, s in enumerate(subs)])
-        if kind == "Box":
-            leaf: Any = ArrayLeaf(parse_dtype(desc.get("dtype"), where), _shape(desc.get("shape"), where))
-        elif kind == "Discrete":
-            leaf = ArrayLeaf(parse_dtype(desc.get("dtype", "<i8"), where), ())
-        elif kind == "MultiDiscrete":
-            nvec = desc.get("nvec")
-            try:
-                nvec_shape = np.shape(nvec) if isinstance(nvec, list) else ()
-            except ValueError as e:  # ragged, or nested deeper than numpy allows
-                raise FormatError(f"{where}: MultiDiscrete nvec is not a rectangular array") from e
-            leaf = ArrayLeaf(parse_dtype(desc.get("dtype"), where), nvec_shape)
-            _shape(list(leaf.shape), where)
-        elif kind == "MultiBinary":
-            n = desc.get("n")
-            leaf = ArrayLeaf(np.dtype(np.int8), _shape(n, where) if isinstance(n, list) else _shape([n], where))
-        elif kind in ("Text", "Graph", "OneOf", "unknown"):
-            leaf = ValuesLeaf(kind)
-        elif kind == "Sequence":
-            leaf = ValuesLeaf(kind, bool(desc.get("stack")))
-        else:
-            raise FormatError(f"{where}: unknown space type {kind!r}")
-        self.leaves.append(leaf)
-        return leaf
-
-    def leaf_paths(self) -> list[str]:
-        """Each leaf's path in the space, in leaf order: ``""``, ``"['position']"``, ``"[0]"``."""
-        out: list[str] = []
-
-        def walk(node: Any, path: str) -> None:
-            if isinstance(node, DictNode):
-                for key, child in zip(node.keys, node.children):
-                    walk(child, f"{path}[{key!r}]")
-            elif isinstance(node, TupleNode):
-                for i, child in enumerate(node.children):
-                    walk(child, f"{path}[{i}]")
-            else:
-                out.append(path)
-
-        walk(self.root, "")
-        return out
-
-    def flattener(self) -> Callable[[Any], list[Any]]:
-        """Returns a function mapping one value of the space to the list of its leaf values."""
-        def walk(node: Any, value: Any, out: list[Any]) -> None:
-            if isinstance(node, DictNode):
-                for key, child in zip(node.keys, node.children):
-                    walk(child, value[key], out)
-            elif isinstance(node, TupleNode):
-                if len(value) != len(node.children):
-                    raise ValueError(f"expected {len(node.children)} items, got {len(value)}")
-                for item, child in zip(value, node.children):
-                    walk(child, item, out)
-            else:
-                out.append(value)
-
-        root = self.root
-
-        def flatten(value: Any) -> list[Any]:
-            out: list[Any] = []
-            walk(root, value, out)
-            return out
-
-        return flatten
-
-    def unflatten(self, leaves: list[Any]) -> Any:
-        """Builds the space-shaped value (dicts, tuples) from per-leaf items in leaf order."""
-        it = iter(leaves)
-
-        def build(node: Any) -> Any:
-            if isinstance(node, DictNode):
-                return {k: build(c) for k, c in zip(node.keys, node.children)}
-            if isinstance(node, TupleNode):
-                return tuple(build(c) for c in node.children)
-            return next(it)
-
-        return build(self.root)
-
-    def tree_leaves(self, tree: Any, where: str) -> list[Any]:
-        """Returns the stored leaf objects of a TREE (as in a batch JSON), in leaf order.
-
-        Raises:
-            FormatError: if the tree does not have the shape of the space.
-        """
-        out: list[Any] = []
-
-        def walk(node: Any, t: Any, w: str) -> None:
-            if isinstance(node, DictNode):
-                if not isinstance(t, dict) or "__type" in t:
-                    raise FormatError(f"{w}: expected an object for a Dict space")
-                for key, child in zip(node.keys, node.children):
-                    if key not in t:
-                        raise FormatError(f"{w}: missing key {key!r}")
-                    walk(child, t[key], f"{w}[{key!r}]")
-            elif isinstance(node, TupleNode):
-                if not isinstance(t, list) or len(t) != len(node.children):
-                    raise FormatError(f"{w}: expected a list of {len(node.children)} for a Tuple space")
-                for i, (item, child) in enumerate(zip(t, node.children)):
-                    walk(child, item, f"{w}[{i}]")
-            else:
-                out.append((t, w))
-
-        walk(self.root, tree, where)
-        return out
-
-
-def decode_values_leaf(leaf: ValuesLeaf, stored: Any, source: ArraySource,
-                       where: str) -> list[Any]:
-    """Decodes a ValuesLeaf's stored rows into Python values, per the leaf's kind."""
-    if not isinstance(stored, dict) or stored.get("__type") != "values" or not isinstance(
-            stored.get("values"), list):
-        raise FormatError(f"{where}: expected {{'__type': 'values', 'values': [...]}}")
-    rows = [decode_value(v, source, where) for v in stored["values"]]
-    if leaf.kind == "Text" and not all(isinstance(r, str) for r in rows):
-        raise FormatError(f"{where}: Text rows must be strings")
-    return rows
