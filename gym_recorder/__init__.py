@@ -6,9 +6,10 @@ Where each step of an observation's path lives: one wing a folder, one job a mod
 one way, recording and reading meet only in the format.
 
 - ``format/``: the specification and its rules (``format/__init__``), ``spaces`` (space
-  descriptions, leaf layout), ``values`` (VALUE encoding), ``fileio`` (strict JSON, safe opens,
-  atomic writes, CRC-32), ``envspec`` (the env's spec kept in a recording); ``errors`` (top level:
-  the named errors).
+  descriptions) and ``layout`` (their tree of leaves), ``values`` (VALUE encoding), ``fileio``
+  (strict JSON, safe opens, atomic writes, CRC-32), ``envspec`` (the env's spec kept in a
+  recording), ``specjson`` (its kwargs as JSON), ``rebuild`` (the env made again from it);
+  ``errors`` (top level: the named errors).
 - ``record/``: an env's steps into committed batches (wrapper -> session -> buffer -> encode ->
   writer).
 - ``read/``: files into checked arrays and episodes (storage -> manifest -> decode -> assemble ->
