@@ -56,7 +56,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import install_hint
-from .ray_blocks import TaskSpec, check_columnar, column_dtypes, read_block
+from .ray_blocks import TaskSpec, read_block
+from .ray_columns import check_columnar, column_dtypes
 from .ray_record import ParallelSummary, record_parallel, worker_seeds
 
 __all__ = ["read_recording", "RecordingDatasource", "record_parallel", "ParallelSummary",
