@@ -117,7 +117,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.quiet:
         say(args)
-        from . import DEFAULT_TABLE_LIMIT
+        from .parser import DEFAULT_TABLE_LIMIT
 
         cmd_info(argparse.Namespace(directory=args.directory, json=False, quiet=False,
                                     limit=DEFAULT_TABLE_LIMIT))
