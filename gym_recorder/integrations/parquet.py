@@ -20,7 +20,8 @@ each step returned, in their dtype, null where a step lacks the key (see
 ``pyarrow.dataset.dataset(OUT / "data")``, pandas, polars, DuckDB and
 ``datasets.load_dataset("parquet", data_dir=OUT / "data")`` read it as it is. Everything is
 written under a temporary name beside OUT (``.OUT.tmp-HOST-PID-XXXXXXXX``), renamed to OUT at
-the end; one that a killed export left is removed by the next export to OUT.
+the end; one that a killed export left is removed by the next export to OUT. The card
+(``README.md``) is written by :mod:`.parquet_card`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .._version import __version__
 from ..errors import OutputExistsError, UnsupportedSpaceError, require_extra
 from ..format.fileio import remove_stale_temps, temp_sibling
 from .infocolumns import InfoColumns, info_columns
+from .parquet_card import METADATA_NAME, dataset_card
 from ..format import exact_in
 from ..format.agents import ACT_KEY, OBS_KEY, parse_multiagent
 from ..read.reader import RecordingReader
@@ -50,7 +52,6 @@ __all__ = ["export_parquet", "DEFAULT_MAX_FILE_BYTES", "METADATA_NAME"]
 DEFAULT_MAX_FILE_BYTES = 256 << 20
 # Steps are assembled in chunks of at most this many (uncompressed) bytes: bounds memory.
 CHUNK_BYTES = 64 << 20
-METADATA_NAME = "gym_recorder.json"
 # Estimated bytes of one string value (Text leaves), for sizing files.
 STRING_BYTES = 64
 
@@ -141,16 +142,6 @@ def _row_bytes(cols: dict[str, Any]) -> int:
     return max(total, 1)
 
 
-def _metadata_section(metadata: Any) -> list[str]:
-    """The card's lines for the recording's metadata (who or what produced it), if any."""
-    if not metadata:
-        return []
-    lines = ["## Provenance", ""]
-    for key, value in metadata.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        lines.append(f"- {key}: {' '.join(text.split())}")  # (one line each, whatever it holds)
-    return lines + [""]
-
 
 class _Masked:
     """An info column that some steps lack (null there in Parquet)."""
@@ -184,71 +175,6 @@ def _info_slice(infos: InfoColumns, names: dict[str, str], lo: int, hi: int) -> 
     return out
 
 
-def _ident(name: str) -> str:
-    """A Python name for a column in the card's example."""
-    out = "".join(c if c.isalnum() else "_" for c in name)
-    return out if out.isidentifier() else f"col_{out}"
-
-
-def _card(meta: dict[str, Any], files: int) -> str:
-    env = meta["env_id"] or "an unnamed environment"
-    eps = [e for e in meta["episodes"] if e["length"]]  # an empty episode has no return
-    empty = len(meta["episodes"]) - len(eps)
-    returns = np.array([e["return"] for e in eps if e["return"] is not None], dtype=float)
-    ends: dict[str, int] = {}
-    for e in eps:
-        ends[str(e["end"])] = ends.get(str(e["end"]), 0) + 1
-    seeds = sorted({e["seed"] for e in eps if e["seed"] is not None})
-    tag = (meta["env_id"] or "").replace("/", "-")
-    lines = ["---", "license: other", "task_categories:", "- reinforcement-learning",
-             "tags:", "- gym_recorder", "- gymnasium", "- offline-rl"]
-    if tag:
-        lines.append(f"- {json.dumps(tag)}")
-    lines += ["configs:", "- config_name: default", "  data_files:", "  - split: train",
-              "    path: data/*.parquet", "---", "",
-              f"# {env}, recorded with gym_recorder", "",
-              f"{len(eps)} episodes, {meta['steps']} steps of `{env}`, one row per step, in "
-              f"{files} Parquet file{'s' if files != 1 else ''} under `data/`. Exported by "
-              f"gym_recorder {__version__} from a recording made with gym_recorder "
-              f"{meta['recorder'] or 'unknown'}.", "",
-              *_metadata_section(meta.get("metadata")),
-              "## Environment", "",
-              f"- env id: `{meta['env_id']}`",
-              f"- env spec: `{json.dumps(meta['env_spec'])}`",
-              f"- observation space: `{meta['observation_space_str']}`",
-              f"- action space: `{meta['action_space_str']}`", "",
-              "## Episodes", "",
-              f"- episodes: {len(eps)}, steps: {meta['steps']}"]
-    if empty:
-        lines[-1] += (f" ({empty} more episode{'s' if empty != 1 else ''} of 0 steps, a reset "
-                      f"with no step after it, left out of these figures)")
-    if returns.size:
-        lines.append(f"- return: mean {returns.mean():.6g}, min {returns.min():.6g}, "
-                     f"max {returns.max():.6g}")
-    lines.append("- how episodes ended: " + ", ".join(f"{k} {v}" for k, v in sorted(ends.items())))
-    lines.append(f"- reset seeds: {', '.join(map(str, seeds[:20])) or 'none'}"
-                 f"{' ...' if len(seeds) > 20 else ''}")
-    lines += ["", "## Columns", "", "| column | type | row shape |", "|---|---|---|"]
-    for name, c in meta["columns"].items():
-        lines.append(f"| `{name}` | {c['dtype']} | {tuple(c['shape'])} |")
-    lines += ["", "`obs` is the observation a step was taken from, `next_obs` the one it led "
-              "to; `episode` and `step` say where a row comes from. Dict and Tuple leaves are "
-              "columns named by their dotted path. `info.KEY` columns hold the numeric infos "
-              "each step returned (null where a step has none). Spaces, the episode table and "
-              "the infos left out are in "
-              f"`{METADATA_NAME}`. Columns of rows with 2 or more dimensions (images) hold "
-              "each row's bytes (C order, little-endian): the table gives their dtype and row "
-              "shape.", "", "## Loading", "", "```python",
-              "import numpy as np",
-              "import pyarrow.dataset as ds",
-              'table = ds.dataset("data", format="parquet").to_table()',
-              "# or: datasets.load_dataset(\"parquet\", data_dir=\"data\")",
-              *[f"{_ident(name)} = np.frombuffer(table.column({name!r}).combine_chunks()"
-                f".buffers()[1], {np.dtype(c['dtype']).name!r}).reshape(-1, "
-                f"*{tuple(c['shape'])})"
-                for name, c in meta["columns"].items() if len(c["shape"]) >= 2][:3],
-              "```", ""]
-    return "\n".join(lines)
 
 
 def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
@@ -430,6 +356,6 @@ def _write(pa: Any, pq: Any, reader: RecordingReader, tmp: str, max_file_bytes: 
     with open(os.path.join(tmp, METADATA_NAME), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1, allow_nan=False)
     with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
-        f.write(_card(meta, len(files)))
+        f.write(dataset_card(meta, len(files)))
     return {"episodes": len(indices), "steps": meta["steps"], "files": len(files),
             "columns": columns, "infos_left_out": infos.left_out}
