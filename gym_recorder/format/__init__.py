@@ -677,13 +677,16 @@ terminations and truncations all false (N each), N + 1 empty info dicts, and ``s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import FormatError
 from .codecs import CODEC_NAMES, MAX_ZSTD_RATIO, Codec, parse_codec
+# (the dtype rules live in .dtypes; their names stay importable from here)
+from .dtypes import (exact_dtype, exact_in, join_arrays, join_dtype, parse_dtype,
+                     rounding_dtypes)
 
 __all__ = [
     "FORMAT_NAME",
@@ -763,17 +766,6 @@ MAX_INDEX_UNIT = 64
 
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
-# numpy dtype strings we accept: byte order, kind, item size (b1, i1..i8, u1..u8, f2..f16,
-# c8..c32, U<n>, S<n>); legacy files use numpy's names ("float32", "uint8", "bool").
-_DTYPE_RE = re.compile(r"[<>|=]?(?:b1|[iu][1248]|f(?:2|4|8|10|12|16)|c(?:8|16|20|24|32)|[US][0-9]{1,7})")
-_DTYPE_NAMES = frozenset(
-    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-     "float16", "float32", "float64", "complex64", "complex128"]
-)
-# Accepted dtype strings, parsed once: a recording uses a handful (bounded against hostile files).
-DTYPE_CACHE_SIZE = 256
-_DTYPE_CACHE: dict[str, np.dtype] = {}
-
 
 def batch_stem(prefix: str, first: int) -> str:
     """Returns the common stem of a batch's .json and .bin file names."""
@@ -809,28 +801,6 @@ def check_plain_name(name: object, where: str) -> str:
     if not isinstance(name, str) or not _PLAIN_NAME_RE.fullmatch(name) or ".." in name:
         raise FormatError(f"{where}: file name {name!r} is not a plain file name in the directory")
     return name
-
-
-def parse_dtype(text: object, where: str) -> np.dtype:
-    """Parses a dtype string from a recording, refusing object and unknown dtypes.
-
-    Raises:
-        FormatError: if ``text`` is not a plain numeric, bool or fixed-size string dtype.
-    """
-    dtype = _DTYPE_CACHE.get(text) if type(text) is str else None
-    if dtype is not None:
-        return dtype
-    if not isinstance(text, str) or not (_DTYPE_RE.fullmatch(text) or text in _DTYPE_NAMES):
-        raise FormatError(f"{where}: unsupported dtype {text!r}")
-    try:
-        dtype = np.dtype(text)
-    except TypeError as e:
-        raise FormatError(f"{where}: unsupported dtype {text!r}") from e
-    if dtype.kind not in "biufcUS" or dtype.hasobject or dtype.itemsize == 0:
-        raise FormatError(f"{where}: unsupported dtype {text!r}")
-    if len(_DTYPE_CACHE) < DTYPE_CACHE_SIZE:
-        _DTYPE_CACHE[text] = dtype
-    return dtype
 
 
 def _check_int(value: object, where: str, what: str, low: int = 0, high: int | None = None) -> int:
@@ -956,70 +926,6 @@ ENDS = ("terminated", "truncated", "reset", "close")
 BATCH_NAME_RE = re.compile(r"(?P<prefix>.+)\.ep(?P<first>[0-9]{9,})\.(?P<ext>json|bin)")
 # The non-negative integers every BATCH of a manifest carries besides first, len and episodes.
 BATCH_COUNTS = ("json_size", "bin_size", "steps", "json_crc32")
-
-
-def exact_dtype(src: np.dtype[Any], dst: np.dtype[Any]) -> bool:
-    """Every value of ``src`` is exactly a value of ``dst`` (numpy's "safe" casts include
-    int64 -> float64, which rounds integers beyond 2**53)."""
-    if not np.can_cast(src, dst, "safe"):
-        return False
-    if src.kind in "iu" and dst.kind in "fc":
-        return bool(src.itemsize * 8 - (src.kind == "i") <= np.finfo(dst).nmant + 1)
-    return True
-
-
-def exact_in(values: np.ndarray, dtype: np.dtype[Any]) -> bool:
-    """True when ``values`` cast to ``dtype`` keep every value exactly (NaNs included)."""
-    if exact_dtype(values.dtype, dtype):
-        return True
-    with np.errstate(all="ignore"):
-        back = values.astype(dtype).astype(values.dtype)
-    return bool(np.array_equal(back, values, equal_nan=values.dtype.kind in "fc"))
-
-
-def join_dtype(dtypes: Sequence[np.dtype[Any]], where: str) -> np.dtype[Any]:
-    """The dtype one leaf's parts are joined in (see "Trees"): numpy's result_type of numbers,
-    of U strings or of S strings.
-
-    Raises:
-        FormatError: for other mixes (numbers with strings, U with S).
-    """
-    first = dtypes[0]
-    if all(d == first for d in dtypes):
-        return first
-    kinds = {d.kind for d in dtypes}
-    if not (kinds <= set("biufc") or kinds == {"U"} or kinds == {"S"}):
-        raise FormatError(f"{where}: the episode's parts store one leaf with dtypes that do "
-                          f"not mix: {sorted({d.str for d in dtypes})}")
-    return np.result_type(*dtypes)
-
-
-def rounding_dtypes(dtypes: Sequence[np.dtype[Any]], joined: np.dtype[Any]) -> set[np.dtype[Any]]:
-    """Those of ``dtypes`` that ``joined`` may not hold every value of (int64 beside float64)."""
-    return {d for d in set(dtypes) if not exact_dtype(d, joined)}
-
-
-def join_arrays(where: str, arrays: Sequence[np.ndarray]) -> np.ndarray | list[Any]:
-    """Joins one leaf's arrays of consecutive parts (or episodes), keeping every value exactly.
-
-    One array of :func:`join_dtype` when that dtype holds every part's values exactly, else
-    (64-bit integers beyond 2**53 meeting a float part, int64 meeting uint64 beyond 2**63)
-    the list of their rows, each in its part's dtype, as for a leaf stored as values.
-    """
-    if len(arrays) == 1:
-        return arrays[0]
-    dtypes = [a.dtype for a in arrays]
-    first = dtypes[0]
-    if all(d == first for d in dtypes):
-        return np.concatenate(arrays)
-    dtype = join_dtype(dtypes, where)
-    risky = rounding_dtypes(dtypes, dtype)
-    if all(a.dtype not in risky or exact_in(a, dtype) for a in arrays):
-        return np.concatenate(arrays, dtype=dtype)
-    rows: list[Any] = []
-    for a in arrays:
-        rows.extend(a)
-    return rows
 
 
 def is_legacy(doc: dict[str, Any]) -> bool:
