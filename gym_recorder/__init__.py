@@ -9,8 +9,9 @@ one way, recording and reading meet only in the format.
   descriptions) and ``layout`` (their tree of leaves), ``values`` (VALUE encoding), ``fileio``
   (strict JSON, safe opens, atomic writes, CRC-32), ``envspec`` (the env's spec kept in a
   recording), ``specjson`` (its kwargs as JSON), ``rebuild`` (the env made again from it);
-  ``dtypes`` (accepted dtype strings, how a leaf's dtypes join); ``errors`` (top level: the
-  named errors).
+  ``dtypes`` (accepted dtype strings, how a leaf's dtypes join), ``codecs`` (compressed arrays,
+  with ``_zstd``, its binding), ``edits`` (the edit record's rules), ``agents`` (multi-agent
+  spaces and manifests); ``errors`` (top level: the named errors).
 - ``record/``: an env's steps into committed batches (wrapper -> session -> buffer -> encode ->
   writer).
 - ``read/``: files into checked arrays and episodes (storage -> manifest -> decode -> assemble ->

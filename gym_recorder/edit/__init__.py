@@ -7,7 +7,9 @@ reader applies where it lists the writers' episodes (:func:`gym_recorder.read.ma
 The way an edit goes: ``select`` (indices, ranges, ``--where``) -> ``episodes`` (stable ids:
 writer and number) -> ``log`` (the commit: link the next generation). ``merge`` and ``split``
 build recordings of hard links (``copies``), ``compact`` rewrites batches without the deleted
-episodes' bytes and swaps them in with one commit.
+episodes' bytes (``rewrite``; ``join``: an episode's consecutive parts joined into one entry)
+and swaps them in with one commit. ``health`` is what ``verify`` and ``repair`` do about the
+edit record.
 """
 
 from .compact import RETIRE_GRACE_SECONDS, CompactResult, compact, reclaimable

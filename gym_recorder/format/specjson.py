@@ -78,6 +78,13 @@ _TAGS = ("__numpy__", "__space__", "__dtype__", "__tuple__")
 
 
 def decode_arg(value: Any) -> Any:
+    """A recorded kwarg back as it was given (the inverse of :func:`encode_arg`), its tags and
+    dtypes checked as a recording's (untrusted) contents.
+
+    Raises:
+        FormatError: for a dtype or space a recording may not hold.
+        ValueError: for a malformed tag.
+    """
     import numpy as np
 
     from . import parse_dtype

@@ -56,8 +56,8 @@ def storage_error(e: BaseException, url: str, doing: str) -> RecorderError:
         return FormatError(f"{url}: no such object ({doing})")
     if isinstance(e, PermissionError) or any(n in names for n in _CREDENTIAL_NAMES):
         return StorageError(f"{url}: credentials refused while {doing} ({detail})")
-    if (isinstance(e, (ConnectionError, TimeoutError))
-            or any(type(c).__name__ in _UNREACHABLE_NAMES for c in chain)):
+    if any(isinstance(c, (ConnectionError, TimeoutError))
+           or type(c).__name__ in _UNREACHABLE_NAMES for c in chain):  # (also as a cause)
         return StorageError(f"{url}: cannot be reached ({detail})")
     return StorageError(f"{url}: {doing} failed ({type(e).__name__}: {detail})")
 

@@ -17,6 +17,10 @@ files, half-written batches, broken batches; a copy of the old manifest) into a 
 nothing until every batch is checked; then it commits the new manifest before it moves aside a
 batch the old one listed, so a repair killed at any moment leaves a recording that reads. Run it
 only while no writer is recording into the directory.
+
+The checks are :mod:`gym_recorder.integrity._checks`', the repair
+:mod:`gym_recorder.integrity._repair`'s (with ``_salvage``); ``recompress`` is ``gym-recorder
+compress`` and ``decompress``: batches rewritten with their big leaves compressed, or raw again.
 """
 
 
