@@ -2,6 +2,7 @@
 
 import os
 import zlib
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -180,3 +181,29 @@ def test_atomic_write_that_fails_keeps_the_old_file_and_no_temp(tmp_path):
             f.write(b"new")
     assert target.read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["f.json"]
+
+
+def test_building_renames_the_folder_into_place_or_leaves_nothing(tmp_path):
+    from gym_recorder.errors import OutputExistsError
+    from gym_recorder.format.fileio import building
+
+    out = str(tmp_path / "sub" / "out")
+    with building(out, "exporting") as tmp:
+        assert os.path.dirname(tmp) == os.path.dirname(out) and not os.path.exists(out)
+        os.mkdir(tmp)
+        (Path(tmp) / "a.txt").write_text("a")
+    assert sorted(os.listdir(tmp_path / "sub")) == ["out"]
+    assert (Path(out) / "a.txt").read_text() == "a"
+
+    other = str(tmp_path / "other")
+    with pytest.raises(OutputExistsError, match=r"other appeared while importing; nothing was"):
+        with building(other, "importing") as tmp:
+            os.mkdir(tmp)
+            os.mkdir(other)  # (another process made it meanwhile)
+    assert sorted(os.listdir(tmp_path)) == ["other", "sub"] and os.listdir(other) == []
+
+    with pytest.raises(KeyError):
+        with building(str(tmp_path / "third"), "exporting") as tmp:
+            os.mkdir(tmp)
+            raise KeyError("the builder's own error")
+    assert sorted(os.listdir(tmp_path)) == ["other", "sub"]

@@ -21,6 +21,7 @@ from .output import positive_float as _positive_float
 from .play import add_play_parser
 from .edit import add_edit_parsers
 from .record import DEFAULT_EPISODES, cmd_record, cmd_replay, cmd_video
+from ..integrity.recompress import DEFAULT_GRACE
 from ..integrations.export import DEFAULT_FPS, DEFAULT_PLOT_DPI, DEFAULT_PLOT_SIZE
 from ..integrations.parquet import DEFAULT_MAX_FILE_BYTES
 from ..integrations.view import DEFAULT_HOST, DEFAULT_PORT
@@ -107,6 +108,13 @@ def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
                        help="leave the recorded wrapper NAME out (repeatable): one that changes "
                             "no observation, reward or action (e.g. an info-only Monitor) and "
                             "cannot be rebuilt")
+
+
+def _add_grace(p: argparse.ArgumentParser) -> None:
+    """``--grace`` of the commands that rewrite batches (``compress``, ``decompress``)."""
+    p.add_argument("--grace", type=float, default=DEFAULT_GRACE, metavar="SECONDS",
+                   help=f"keep the old batch files this long after the commit (default "
+                        f"{DEFAULT_GRACE:g})")
 
 
 def _examples(*lines: str) -> str:
@@ -343,16 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
                    default=codec_defaults["delta"],
                    help=f"delta coding of rows within a chunk (default "
                         f"{codec_defaults['delta']})")
-    p.add_argument("--grace", type=float, default=2.0, metavar="SECONDS",
-                   help="keep the old batch files this long after the commit (default 2)")
+    _add_grace(p)
     p = add("decompress", cmd_decompress, "store every array of a recording raw again",
             "Rewrite a recording's compressed batches with every array raw (format version "
             "1): np.fromfile loads every array at the offset its JSON names. Crash-safe, as "
             "compress.",
             _examples("gym-recorder decompress rec"))
     p.add_argument("directory", help="the recording directory")
-    p.add_argument("--grace", type=float, default=2.0, metavar="SECONDS",
-                   help="keep the old batch files this long after the commit (default 2)")
+    _add_grace(p)
 
     p = add("view", cmd_view, "look at a recording in the browser",
             "Serve a page that shows the episodes of a recording (table, charts, frames) and "

@@ -18,16 +18,17 @@ import secrets
 import shutil
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any, ContextManager
 
 import atomicwrites
 
-from ..errors import FormatError
+from ..errors import FormatError, OutputExistsError
 from . import MAX_JSON_BYTES
 
 __all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
-           "remove_stale_temps", "AtomicWriter", "atomic_write"]
+           "remove_stale_temps", "building", "AtomicWriter", "atomic_write"]
 
 def dumps(obj: Any) -> bytes:
     """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
@@ -229,6 +230,27 @@ def remove_stale_temps(parent: str, stem: str) -> list[str]:
                     pass
             removed.append(name)
     return removed
+
+
+@contextmanager
+def building(out: str, doing: str) -> Iterator[str]:
+    """A new folder ``out``, built under a hidden name beside it (:func:`temp_sibling`; not made
+    yet: the caller makes it) and renamed to ``out`` when the block ends; on any error, or when
+    ``out`` appeared meanwhile (:class:`OutputExistsError`, "... appeared while ``doing``"), the
+    hidden folder is removed and ``out`` is left as it was. What builders of ``out`` killed
+    before left behind is removed first."""
+    parent = os.path.dirname(out)
+    os.makedirs(parent, exist_ok=True)
+    remove_stale_temps(parent, os.path.basename(out))
+    tmp = temp_sibling(parent, os.path.basename(out))
+    try:
+        yield tmp
+        if os.path.lexists(out):
+            raise OutputExistsError(f"{out} appeared while {doing}; nothing was written")
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,14 +8,13 @@ checks nothing on read, so every episode's lengths are checked here first.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 import gymnasium as gym
 
 from ..errors import (DatasetError, DatasetNotFoundError, OutputExistsError, RecorderError,
                      UnsupportedSpaceError, require_extra)
-from ..format.fileio import remove_stale_temps, temp_sibling
+from ..format.fileio import building
 from .minari_fit import check_space, metadata_from_minari
 
 __all__ = ["import_minari"]
@@ -153,13 +152,9 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
         raise _unreadable(dataset, e) from e
     check_space(obs_space, f"Minari dataset {name} observation space")
     check_space(act_space, f"Minari dataset {name} action space")
-    parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    remove_stale_temps(parent, os.path.basename(out))  # (of imports killed before)
-    tmp = temp_sibling(parent, os.path.basename(out))
     play = _Playback(obs_space, act_space, spec)
     steps = count = 0
-    try:
+    with building(out, "importing") as tmp:
         env = RecordingWrapper(play, tmp, metadata=metadata_from_minari(ds, name))
         try:
             try:
@@ -193,10 +188,4 @@ def import_minari(dataset: str | os.PathLike[str], directory: str | os.PathLike[
                 count += 1
         finally:
             env.close()
-        if os.path.lexists(out):
-            raise OutputExistsError(f"{out} appeared while importing; nothing was written")
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return {"path": out, "dataset_id": name, "episodes": count, "steps": steps}

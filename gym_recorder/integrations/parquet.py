@@ -35,7 +35,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import OutputExistsError, UnsupportedSpaceError, require_extra
-from ..format.fileio import remove_stale_temps, temp_sibling
+from ..format.fileio import building
 from .infocolumns import InfoColumns, info_columns
 from .parquet_card import METADATA_NAME, dataset_card
 from ..format import exact_in
@@ -213,12 +213,8 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
         raise ValueError(f"max_file_bytes must be a positive int, got {max_file_bytes!r}")
     if os.path.lexists(out):
         raise OutputExistsError(f"{out} exists; choose a new output folder")
-    parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    remove_stale_temps(parent, os.path.basename(out))  # (of exports killed before)
-    tmp = temp_sibling(parent, os.path.basename(out))
-    os.mkdir(tmp)  # (not mkdtemp: the folder keeps the umask's mode once renamed)
-    try:
+    with building(out, "exporting") as tmp:
+        os.mkdir(tmp)  # (not mkdtemp: the folder keeps the umask's mode once renamed)
         with RecordingReader(directory) as reader:
             indices = episode_indices(reader, episodes)
             source = selection_source(reader, indices)
@@ -231,12 +227,6 @@ def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str
                 except _Widen as w:  # a leaf recorded wider in later batches: write it wide
                     forced[w.name] = w.dtype
                     shutil.rmtree(os.path.join(tmp, "data"))
-        if os.path.lexists(out):
-            raise OutputExistsError(f"{out} appeared while exporting; nothing was written")
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     result["path"] = out
     return result
 
