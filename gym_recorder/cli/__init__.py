@@ -1,16 +1,17 @@
 """The ``gym-recorder`` command line: argument handling over the library, nothing more.
 
 Commands: ``record``, ``play``, ``info``, ``replay``, ``plot``, ``video``, ``export``, ``verify``,
-``repair``, ``view``, ``push``, ``import-minari``, ``edit``, ``merge``, ``split``, ``compact``;
-``gym-recorder COMMAND --help`` shows each
-one's options and examples. Exit status 0 means success, 1 an error (one line on stderr, no
-traceback) or a failed check, 2 a usage error, 130 an interrupted ``record`` (what was recorded
-is kept).
+``repair``, ``view``, ``push``, ``import-minari``, ``edit``, ``merge``, ``split``, ``compact``,
+``compress``, ``decompress``; ``gym-recorder COMMAND --help`` shows each one's options and
+examples. Exit status 0 means success, 1 an error (one line on stderr, no traceback) or a failed
+check, 2 a usage error, 130 an interrupted ``record`` (what was recorded is kept).
 
-This module holds :func:`main` and how an error is printed; the parser is
-:mod:`gym_recorder.cli.parser`; the commands themselves are in :mod:`gym_recorder.cli.record` (``record``, ``replay``, ``video``: they run an env) and
-:mod:`gym_recorder.cli.inspect` (the others: they read, check, export or move a recording);
-``play`` is in :mod:`gym_recorder.cli.play`, and what they share in :mod:`gym_recorder.cli.output`.
+This module holds :func:`main` and how an error is printed. The parser is
+:mod:`gym_recorder.cli.parser` (its option types :mod:`gym_recorder.cli.argtypes`); the commands
+are in :mod:`gym_recorder.cli.record` (``record``, ``replay``, ``video``: they run an env),
+:mod:`gym_recorder.cli.inspect` (the others: they read, check, export or move a recording),
+:mod:`gym_recorder.cli.edit` (editing) and :mod:`gym_recorder.cli.play` (``play``); what they
+share is in :mod:`gym_recorder.cli.output`.
 """
 
 from __future__ import annotations

@@ -8,14 +8,13 @@ value is a usage error (exit status 2) before anything runs.
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
-from collections.abc import Callable
 from typing import Any
 
 from .._version import __version__
 from .inspect import (cmd_compress, cmd_decompress, cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
                           cmd_verify, cmd_view)
+from .argtypes import json_object, key_value, non_negative_int, pixels, positive_int, wrapper
 from .output import MB, PROG
 from .output import positive_float as _positive_float
 from .play import add_play_parser
@@ -37,70 +36,13 @@ __all__ = ["build_parser", "add_training_parsers", "DEFAULT_TABLE_LIMIT"]
 DEFAULT_TABLE_LIMIT = 20
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    """argparse type for --env-kwargs: a JSON object."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({e})") from e
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"render_mode\": "
-                                         "\"rgb_array\"}'")
-    return value
-
-
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer no smaller than ``minimum``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from e
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
-
-
-def _pixels(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r} is not WIDTHxHEIGHT, e.g. 1000x600") from e
-    if w < 1 or h < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: width and height must be positive")
-    return w, h
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    """argparse type for --meta: KEY=VALUE (the value a string, possibly empty)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. author=me")
-    return key.strip(), value
-
-
-def _wrapper(text: str) -> tuple[str, dict[str, Any]]:
-    """argparse type for --wrapper: NAME or NAME:KEY=VALUE,..."""
-    from ..replay.drive import parse_wrapper
-
-    try:
-        return parse_wrapper(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-
-
 def _add_env_options(p: argparse.ArgumentParser, kwargs: bool) -> None:
     """--import (record, replay, video) and --env-kwargs (replay, video)."""
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
                    help="import MODULE first (repeatable): a package that registers the env "
                         "or defines its wrappers")
     if kwargs:
-        p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+        p.add_argument("--env-kwargs", type=json_object, default=None, metavar="JSON",
                        help="env keyword arguments the recording could not keep (or to "
                             "override), as a JSON object")
         p.add_argument("--skip-wrapper", dest="skip_wrappers", action="append", default=[],
@@ -176,9 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--directory", "-d", required=True, metavar="DIR",
                    help="the recording directory (created if missing)")
     stop = p.add_mutually_exclusive_group()
-    stop.add_argument("--episodes", "-n", type=_positive_int, metavar="N",
+    stop.add_argument("--episodes", "-n", type=positive_int, metavar="N",
                       help=f"stop after this many episodes ended (default {DEFAULT_EPISODES})")
-    stop.add_argument("--steps", type=_positive_int, metavar="N",
+    stop.add_argument("--steps", type=positive_int, metavar="N",
                       help="stop after this many steps (the open episode ends with 'close')")
     p.add_argument("--seed", type=int, metavar="S",
                    help="seed of the first reset and of the random policy (default: a random "
@@ -186,12 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", metavar="MODULE:CALLABLE",
                    help="callable(observation) -> action, imported from MODULE (or a file "
                         "path.py); default: sample the action space")
-    p.add_argument("--env-kwargs", type=_json_object, default=None, metavar="JSON",
+    p.add_argument("--env-kwargs", type=json_object, default=None, metavar="JSON",
                    help="keyword arguments for gymnasium.make, as a JSON object")
-    p.add_argument("--num-envs", type=_positive_int, metavar="K",
+    p.add_argument("--num-envs", type=positive_int, metavar="K",
                    help="record a vector env of K copies (episodes and steps count all copies; "
                         "the policy gets and returns batches)")
-    p.add_argument("--target-batch-bytes", type=_positive_int, default=DEFAULT_TARGET_BATCH_BYTES,
+    p.add_argument("--target-batch-bytes", type=positive_int, default=DEFAULT_TARGET_BATCH_BYTES,
                    metavar="BYTES", help=f"aim for batch files of about this size (default "
                                          f"{DEFAULT_TARGET_BATCH_BYTES / MB:g} MB)")
     p.add_argument("--flush-interval", type=_positive_float, default=DEFAULT_FLUSH_INTERVAL,
@@ -202,13 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compress", action="store_true",
                    help="store big leaves (images) zstd-compressed: lossless, random access "
                         "(needs the zstd extra; see `gym-recorder compress --help` for options)")
-    p.add_argument("--wrapper", dest="wrappers", type=_wrapper, action="append", default=[],
+    p.add_argument("--wrapper", dest="wrappers", type=wrapper, action="append", default=[],
                    metavar="NAME[:KEY=VALUE,...]",
                    help="wrap the env (repeatable, innermost first) in a gymnasium.wrappers "
                         "class, or module.Class, with keyword arguments (values in JSON), e.g. "
                         "--wrapper AtariPreprocessing:noop_max=0 --wrapper "
                         "FrameStackObservation:stack_size=4; replay rebuilds them")
-    p.add_argument("--meta", type=_key_value, action="append", metavar="KEY=VALUE",
+    p.add_argument("--meta", type=key_value, action="append", metavar="KEY=VALUE",
                    help="who or what made the recording (repeatable), e.g. --meta author=me "
                         "--meta algorithm_name=random: shown by info, exported to Minari "
                         "and Parquet")
@@ -223,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", help="the recording directory")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (with every episode) instead of text")
-    p.add_argument("--limit", type=_non_negative_int, default=DEFAULT_TABLE_LIMIT, metavar="N",
+    p.add_argument("--limit", type=non_negative_int, default=DEFAULT_TABLE_LIMIT, metavar="N",
                    help=f"show at most N episodes in the table, the first and the last ones "
                         f"(default {DEFAULT_TABLE_LIMIT}; 0 shows all)")
     p.add_argument("--deleted", action="store_true",
@@ -252,9 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "gym-recorder plot rec -o returns.svg --size 1600x900"))
     p.add_argument("directory", help="the recording directory")
     p.add_argument("--output", "-o", required=True, help="the image file to write")
-    p.add_argument("--size", type=_pixels, default=DEFAULT_PLOT_SIZE, metavar="WxH",
+    p.add_argument("--size", type=pixels, default=DEFAULT_PLOT_SIZE, metavar="WxH",
                    help="image size in pixels (default {}x{})".format(*DEFAULT_PLOT_SIZE))
-    p.add_argument("--dpi", type=_positive_int, default=DEFAULT_PLOT_DPI,
+    p.add_argument("--dpi", type=positive_int, default=DEFAULT_PLOT_DPI,
                    help=f"resolution (default {DEFAULT_PLOT_DPI})")
 
     p = add("video", cmd_video, "film an episode (needs the [video] extra)",
@@ -302,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o",
                    help="the file (npz) or folder (parquet) to write; not for minari")
     p.add_argument("--dataset-id", metavar="NS/NAME-vN", help="the Minari dataset id (minari)")
-    p.add_argument("--max-file-bytes", type=_positive_int, default=DEFAULT_MAX_FILE_BYTES,
+    p.add_argument("--max-file-bytes", type=positive_int, default=DEFAULT_MAX_FILE_BYTES,
                    metavar="BYTES",
                    help=f"largest Parquet file, in bytes of column data (default "
                         f"{DEFAULT_MAX_FILE_BYTES >> 20} MiB)")
@@ -344,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", help="the recording directory")
     p.add_argument("--level", type=int, default=codec_defaults["level"], metavar="L",
                    help=f"zstd level (default {codec_defaults['level']})")
-    p.add_argument("--chunk-rows", type=_positive_int, default=codec_defaults["chunk_rows"],
+    p.add_argument("--chunk-rows", type=positive_int, default=codec_defaults["chunk_rows"],
                    metavar="N", help="rows per compressed chunk (default: as many as make "
                                      "about 800 KB, at most 64)")
     p.add_argument("--delta", choices=("auto", "none", "xor", "sub"),
@@ -386,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "'{\"endpoint_url\": \"http://127.0.0.1:9000\"}'"))
     p.add_argument("directory", help="the recording directory")
     p.add_argument("url", help="the destination URL")
-    p.add_argument("--storage-options", type=_json_object, default=None, metavar="JSON",
+    p.add_argument("--storage-options", type=json_object, default=None, metavar="JSON",
                    help="a JSON object of options for the fsspec filesystem")
     add_training_parsers(add)
     add_play_parser(add, _examples, _add_env_options)
