@@ -12,8 +12,8 @@ import textwrap
 from typing import Any
 
 from .._version import __version__
-from .inspect import (cmd_compress, cmd_decompress, cmd_export, cmd_import_minari, cmd_info, cmd_plot, cmd_push, cmd_repair,
-                          cmd_verify, cmd_view)
+from .inspect import (cmd_compress, cmd_decompress, cmd_export, cmd_import_minari, cmd_info,
+                      cmd_plot, cmd_push, cmd_repair, cmd_verify, cmd_view)
 from .argtypes import json_object, key_value, non_negative_int, pixels, positive_int, wrapper
 from .output import MB, PROG
 from .output import positive_float as _positive_float
@@ -347,4 +347,3 @@ def add_training_parsers(add: Any) -> None:
                       "gym-recorder import-minari ~/.minari/datasets/me/cartpole-v0 rec/cp"))
     p.add_argument("dataset", help="a Minari dataset id or folder")
     p.add_argument("directory", help="the recording directory to create (must not exist)")
-

@@ -122,4 +122,3 @@ def cmd_play(args: argparse.Namespace) -> int:
         cmd_info(argparse.Namespace(directory=args.directory, json=False, quiet=False,
                                     limit=DEFAULT_TABLE_LIMIT))
     return EXIT_OK
-

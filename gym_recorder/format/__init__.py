@@ -767,6 +767,7 @@ MAX_INDEX_UNIT = 64
 _PREFIX_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _PLAIN_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
+
 def batch_stem(prefix: str, first: int) -> str:
     """Returns the common stem of a batch's .json and .bin file names."""
     return f"{prefix}.ep{first:09d}"

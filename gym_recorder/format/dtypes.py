@@ -31,7 +31,6 @@ DTYPE_CACHE_SIZE = 256
 _DTYPE_CACHE: dict[str, np.dtype] = {}
 
 
-
 def parse_dtype(text: object, where: str) -> np.dtype:
     """Parses a dtype string from a recording, refusing object and unknown dtypes.
 

@@ -183,4 +183,3 @@ def vector_sub_env_spec(env: Any) -> Any:
     if first is None or any(other != first for other in specs[1:]):
         return None
     return dataclasses.replace(first, kwargs={**first.kwargs, "vectorization_mode": mode})
-

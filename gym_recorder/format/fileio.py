@@ -30,6 +30,7 @@ from . import MAX_JSON_BYTES
 __all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
            "remove_stale_temps", "building", "AtomicWriter", "atomic_write"]
 
+
 def dumps(obj: Any) -> bytes:
     """Serialises a JSON document as the format requires (compact, ASCII, no NaN)."""
     return json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("ascii")

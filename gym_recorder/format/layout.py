@@ -33,7 +33,6 @@ def space_shape(value: Any, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
-
 class ArrayLeaf:
     """A leaf stored as one stacked array per entry (Box, Discrete, MultiDiscrete, MultiBinary)."""
 

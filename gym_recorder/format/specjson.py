@@ -122,4 +122,3 @@ def split_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict
         except (TypeError, ValueError):
             missing[str(k)] = repr(v)[:REPR_CHARS]
     return kept, missing
-

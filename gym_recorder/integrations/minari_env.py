@@ -35,7 +35,6 @@ def import_env_module(env_id: str | None) -> None:
         importlib.import_module(env_id.split(":", 1)[0])
 
 
-
 def env_for(source: SelectionSource) -> tuple[Any, str | None]:
     """The env of the selection's writer for Minari (which makes it with ``gymnasium.make``), and
     None; or None and why not (None too when the env id is not registered here): the dataset
@@ -158,4 +157,3 @@ def _same_json(back: Any, value: Any) -> bool:
     if isinstance(value, list):
         return len(back) == len(value) and all(_same_json(b, v) for b, v in zip(back, value))
     return bool(back == value)
-

@@ -96,7 +96,7 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
         for space, what in ((source.observation_space, "observation space"),
                             (source.action_space, "action space")):
             check_space(space, f"{directory}: {what}",
-                         source.manifest.get(what.replace(" ", "_")))
+                        source.manifest.get(what.replace(" ", "_")))
             check_minari_space(space, f"{directory}: {what}")
         buffers: list[Any] = []
         steps, skipped = 0, []
@@ -164,4 +164,3 @@ def export_minari(directory: str | os.PathLike[str], dataset_id: str, *,
                 env.close()
     return {"dataset_id": dataset_id, "path": final, "episodes": len(buffers), "steps": steps,
             "dropped": dropped, "env_spec_dropped": env_spec_dropped, "skipped": skipped}
-

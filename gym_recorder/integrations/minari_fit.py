@@ -110,8 +110,6 @@ def infos_for_minari(infos: list[dict[str, Any]], dropped: dict[str, str]) -> di
     return out
 
 
-
-
 # Metadata keys (RecordingWrapper(metadata=...), record --meta) that Minari's datasets have.
 MINARI_METADATA_KEYS = ("algorithm_name", "author", "author_email", "code_permalink",
                         "description")
@@ -145,4 +143,3 @@ def metadata_from_minari(ds: Any, name: str) -> dict[str, Any]:
         if isinstance(value, str) and value or isinstance(value, list) and value:
             out[key] = value
     return out
-

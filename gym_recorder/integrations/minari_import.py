@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from ..errors import (DatasetError, DatasetNotFoundError, OutputExistsError, RecorderError,
-                     UnsupportedSpaceError, require_extra)
+                      UnsupportedSpaceError, require_extra)
 from ..format.fileio import building
 from .minari_fit import check_space, metadata_from_minari
 

@@ -142,7 +142,6 @@ def _row_bytes(cols: dict[str, Any]) -> int:
     return max(total, 1)
 
 
-
 class _Masked:
     """An info column that some steps lack (null there in Parquet)."""
 
@@ -173,8 +172,6 @@ def _info_slice(infos: InfoColumns, names: dict[str, str], lo: int, hi: int) -> 
         present = infos.present.get(key)
         out[name] = values if present is None else _Masked(values, present[lo:hi])
     return out
-
-
 
 
 def export_parquet(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,

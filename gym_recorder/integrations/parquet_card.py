@@ -30,7 +30,6 @@ def _metadata_section(metadata: Any) -> list[str]:
     return lines + [""]
 
 
-
 def _ident(name: str) -> str:
     """A Python name for a column in the card's example."""
     out = "".join(c if c.isalnum() else "_" for c in name)

@@ -252,4 +252,3 @@ def read_block(spec: TaskSpec) -> Iterator[Any]:
     if columns:
         conform(columns, dict(spec.dtypes), f"{spec.location}: {spec.batch.json_name}")
         yield to_block(columns)
-

@@ -56,8 +56,6 @@ def check_columnar(space: Any, where: str, _named: set[str] | None = None) -> No
         named.add(where)
 
 
-
-
 def flatten(tree: Any, prefix: str) -> dict[str, Any]:
     """The leaves of a stacked tree as ``{dotted name: array or list}``, in the space's order."""
     if isinstance(tree, dict):
@@ -71,7 +69,6 @@ def flatten(tree: Any, prefix: str) -> dict[str, Any]:
             out.update(flatten(v, f"{prefix}.{i}"))
         return out
     return {prefix: tree}
-
 
 
 def _column(values: Any) -> Any:
@@ -96,8 +93,6 @@ def ragged(arrays: list[Any]) -> np.ndarray:
 
 
 # -- read tasks ------------------------------------------------------------------------------
-
-
 
 
 # How much of a batch JSON is read to find the dtypes of its first entry (the whole file when

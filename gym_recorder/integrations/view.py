@@ -109,7 +109,6 @@ class ViewServer(http.server.ThreadingHTTPServer):
             self.bytes_sent += n
 
 
-
 def make_server(directory: str | os.PathLike[str], host: str = DEFAULT_HOST,
                 port: int = DEFAULT_PORT) -> ViewServer:
     """Creates (does not start) a server for the recording in ``directory``.

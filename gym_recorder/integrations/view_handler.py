@@ -51,7 +51,6 @@ class _Refused(Exception):
         self.status = status
 
 
-
 def _clean_segments(raw: str) -> list[str]:
     """Splits a raw (still percent-encoded) URL path into decoded segments, refusing tricks."""
     if len(raw) > MAX_PATH_CHARS:
@@ -63,7 +62,6 @@ def _clean_segments(raw: str) -> list[str]:
             raise _Refused(400, f"bad path segment {part!r}")
         segments.append(seg)
     return segments
-
 
 
 class ViewHandler(http.server.BaseHTTPRequestHandler):
@@ -273,4 +271,3 @@ class ViewHandler(http.server.BaseHTTPRequestHandler):
         if suffix == 0 or size == 0:  # RFC 9110: no suffix of an empty file
             return "unsatisfiable"
         return max(size - suffix, 0), size
-

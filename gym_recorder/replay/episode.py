@@ -33,12 +33,13 @@ class Stream:
         self.env.close()
 
 
-
 def replay_episode(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any],
-                streams: dict[tuple[Any, ...], Stream],
-                render: bool, env_kwargs: Mapping[str, Any] | None = None,
-                skip_wrappers: Collection[str] = (),
-                on_frame: FrameSink | None = None) -> EpisodeCheck:
+                   streams: dict[tuple[Any, ...], Stream],
+                   render: bool, env_kwargs: Mapping[str, Any] | None = None,
+                   skip_wrappers: Collection[str] = (),
+                   on_frame: FrameSink | None = None) -> EpisodeCheck:
+    """Replays one episode on its stream's env (made by ``factories``' factory of its writer
+    on first use) and compares it with the recording: its check."""
     def result(status: str, step: int | None = None, message: str = "",
                frames: list[Any] | None = None) -> EpisodeCheck:
         fps = None
@@ -54,7 +55,7 @@ def replay_episode(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any]
         return result("skipped", message="gym-recording (legacy) episode: no env id or seeds")
     if ep.writer not in factories:
         factories[ep.writer] = env_factory(writer["manifest"], render, env_kwargs,
-                                            skip_wrappers)
+                                           skip_wrappers)
     env_id, factory, reason = factories[ep.writer]
     if factory is None:
         return result("skipped", message=reason)
@@ -112,7 +113,6 @@ def replay_episode(ep: Any, writer: Mapping[str, Any], factories: dict[str, Any]
     if mismatch is not None:
         return _lost(result("mismatch", mismatch[0], mismatch[1], frames), stream)
     return result("match", frames=frames)
-
 
 
 class Streamed:

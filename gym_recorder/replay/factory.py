@@ -54,9 +54,9 @@ def _unbuildable(spec: Mapping[str, Any]) -> list[str]:
 
 
 def env_factory(manifest: Mapping[str, Any], render: bool,
-                 env_kwargs: Mapping[str, Any] | None = None,
-                 skip_wrappers: Collection[str] = ()) -> tuple[str | None,
-                                                               Callable[..., Any] | None, str]:
+                env_kwargs: Mapping[str, Any] | None = None,
+                skip_wrappers: Collection[str] = ()) -> tuple[str | None,
+                                                              Callable[..., Any] | None, str]:
     """How to make the env of one writer: (env_id, factory, reason when impossible).
 
     The env is ``gymnasium.make(env_id, **kwargs)`` with the recorded kwargs (``env_kwargs``
@@ -119,7 +119,9 @@ def native_vector(writer: Mapping[str, Any]) -> bool:
 
 
 def replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], render: bool,
-                         env_kwargs: Mapping[str, Any] | None) -> dict[int, EpisodeCheck]:
+                        env_kwargs: Mapping[str, Any] | None) -> dict[int, EpisodeCheck]:
+    """The checks of every episode of a native vector writer, replayed whole (see
+    :mod:`gym_recorder.replay.vector`), by reader index."""
     import gymnasium as gym
 
     from .vector import replay_vector_writer
@@ -157,4 +159,3 @@ def replay_whole_vector(reader: RecordingReader, writer: Mapping[str, Any], rend
             raise ReplayError(f"cannot make vector env {env_id!r}: {e}") from e
 
     return replay_vector_writer(episodes, manifest, kwargs, render, make, check)
-

@@ -24,7 +24,6 @@ __all__ = ["load_policy", "make_env"]
 SAMPLE_ENVS_NAMESPACE = "sample_envs/"
 
 
-
 def _import_env_package(env_id: str) -> None:
     if env_id.startswith(SAMPLE_ENVS_NAMESPACE):
         try:
@@ -109,4 +108,3 @@ def load_policy(spec: str) -> Callable[[Any], Any]:
     if not callable(obj):
         raise ReplayError(f"policy {spec!r} is not callable")
     return cast(Callable[[Any], Any], obj)
-

@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 
-
 def _needed_indices(reader: RecordingReader, targets: Collection[int]) -> set[int]:
     """The episodes to replay so that ``targets`` are reproduced: back to a seeded reset."""
     last = max(targets)
@@ -134,20 +133,19 @@ def replay_recording(directory: str | os.PathLike[str], *, only: Collection[int]
                 elif native_vector(writers[ep.writer]):
                     if i not in whole:
                         whole.update(replay_whole_vector(reader, writers[ep.writer], render,
-                                                          env_kwargs))
+                                                         env_kwargs))
                     check = whole[i]
                 else:
                     reported = targets is None or i in targets
                     check = replay_episode(ep, writers[ep.writer], factories, streams, render,
-                                        env_kwargs, frozenset(skip_wrappers),
-                                        on_frame if reported else None)
+                                           env_kwargs, frozenset(skip_wrappers),
+                                           on_frame if reported else None)
                 if targets is None or i in targets:
                     yield check
         finally:
             for s in streams.values():
                 s.close()
             agents.close()
-
 
 
 def recorded_render_fps(manifest: Mapping[str, Any]) -> float | None:
@@ -202,4 +200,3 @@ def replay_frames(directory: str | os.PathLike[str], index: int, *,
     if not frames or not all(isinstance(f, np.ndarray) and f.ndim == 3 for f in frames):
         raise ReplayError(f"episode {check.index}: the env rendered no rgb_array frames")
     return check
-
