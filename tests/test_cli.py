@@ -392,6 +392,10 @@ def test_missing_extra_names_it(cartpole, tmp_path, monkeypatch, capsys):
 def test_missing_cloud_extra_names_the_checkout_install(cartpole, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # import fails
     monkeypatch.delitem(sys.modules, "gym_recorder.integrations.cloud", raising=False)
+    # (and the package's attribute: the import below rebinds it, and other tests' readers must
+    # find the module they imported afterwards)
+    import gym_recorder.integrations as integrations
+    monkeypatch.delattr(integrations, "cloud", raising=False)
     assert cli.main(["push", str(cartpole), "file:///nowhere/x"]) == 1
     (line,) = error_lines(capsys)
     assert 'python -m pip install ".[cloud]" in the gym_recorder checkout' in line, line

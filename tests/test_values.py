@@ -149,3 +149,23 @@ def test_nesting_is_bounded_on_both_sides():
 def test_malformed_values_are_format_errors(obj, match):
     with pytest.raises(FormatError, match=match):
         decode_value({"k": obj}, Bin().source)
+
+
+def test_array_refs_finds_every_array_of_an_entry_in_document_order():
+    from gym_recorder.format.values import array_refs
+
+    stored: list[np.ndarray] = []
+
+    def sink(a: np.ndarray) -> dict:
+        stored.append(a)
+        return {"__type": "ndarray", "dtype": a.dtype.str, "shape": list(a.shape),
+                "offset": 8 * len(stored)}
+
+    info = {"a": np.arange(3), "nested": [1, {"b": np.ones(2)}], "text": "x"}
+    entry = {"observations": {"__type": "ndarray", "offset": 0}, "infos": [
+        encode_value(info, sink, "info")], "options": None}
+    refs = array_refs(entry)
+    assert [r["offset"] for r in refs] == [0, 8, 16]  # the observations', then the infos'
+    assert [r.get("shape") for r in refs[1:]] == [[3], [2]]
+    more = array_refs({"x": [refs[0]]}, refs)
+    assert more is refs and len(refs) == 4

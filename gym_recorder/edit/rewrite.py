@@ -27,6 +27,7 @@ from ..format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, RAW_FORMAT_VERSION
 from ..format.edits import EDITS_VERSION
 from ..format.fileio import crc32, dumps
 from ..format.spaces import ArrayLeaf, DictNode, TupleNode
+from ..format.values import array_refs
 from ..read.decode import Decoder, parse_batch
 from ..read.manifest import Manifest
 from ..read.storage import Storage
@@ -136,18 +137,6 @@ def _leaf_refs(node: Any, tree: Any, out: list[dict[str, Any]]) -> None:
         raise EditError("a values leaf in an indexed batch")  # (the index says there is none)
 
 
-def _all_refs(value: Any, out: list[dict[str, Any]]) -> None:
-    if isinstance(value, dict):
-        if value.get("__type") == "ndarray":
-            out.append(value)
-            return
-        for v in value.values():
-            _all_refs(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _all_refs(v, out)
-
-
 class _Bin:
     """The new .bin being filled."""
 
@@ -255,7 +244,7 @@ def write_batch(directory: str, storage: Storage, decoder: Decoder, m: Manifest,
     codecs: set[str] = set()
     for entry in entries:
         refs: list[dict[str, Any]] = []
-        _all_refs(entry, refs)
+        array_refs(entry, refs)
         for ref in refs:
             if ref.get("codec") is not None:
                 codecs.add(ref["codec"]["name"])  # (checked by parse_ref in segments_of)

@@ -22,7 +22,7 @@ from ..errors import FormatError, UnsupportedValueError
 from . import MAX_NESTING, parse_dtype
 
 __all__ = ["ArraySink", "ArraySource", "encode_value", "decode_value", "snapshot", "record_info",
-           "check_metadata", "manifest_metadata", "MAX_METADATA_BYTES"]
+           "check_metadata", "manifest_metadata", "MAX_METADATA_BYTES", "array_refs"]
 
 # sink(array) -> the ARRAY reference object stored in its place.
 ArraySink = Callable[[np.ndarray], dict[str, Any]]
@@ -363,3 +363,21 @@ def manifest_metadata(manifest: Any) -> dict[str, Any] | None:
         return None
     metadata = manifest.get("metadata")
     return metadata if isinstance(metadata, dict) and metadata else None
+
+
+def array_refs(value: Any, out: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every ARRAY reference (``{"__type": "ndarray", ...}``) inside a JSON value read from a
+    batch (an entry, a TREE, a VALUE), in document order, appended to ``out`` (a new list by
+    default). The references are not checked here; the walk goes as deep as the value, which
+    the format's JSON reader (:func:`~gym_recorder.format.fileio.loads`) bounds."""
+    found: list[dict[str, Any]] = [] if out is None else out
+    if isinstance(value, dict):
+        if value.get("__type") == "ndarray":
+            found.append(value)
+        else:
+            for v in value.values():
+                array_refs(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            array_refs(v, found)
+    return found

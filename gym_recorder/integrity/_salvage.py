@@ -17,6 +17,7 @@ from typing import Any
 
 from ..format.fileio import atomic_write, dumps
 from ..format import ALIGNMENT, batch_stem
+from ..format.values import array_refs
 
 __all__ = ["salvage_runs", "write_batch"]
 
@@ -52,18 +53,6 @@ def salvage_runs(entries: list[Any], bad: set[int]) -> list[list[int]]:
     return runs
 
 
-def _refs(obj: Any, out: list[dict[str, Any]]) -> None:
-    if isinstance(obj, dict):
-        if obj.get("__type") == "ndarray":
-            out.append(obj)
-            return
-        for value in obj.values():
-            _refs(value, out)
-    elif isinstance(obj, list):
-        for value in obj:
-            _refs(value, out)
-
-
 def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int],
                 source_bin: str, keep_offsets: bool = False) -> tuple[str, str]:
     """Writes the entries at positions ``run`` of batch ``doc`` as a new batch.
@@ -93,7 +82,7 @@ def write_batch(directory: str, prefix: str, doc: dict[str, Any], run: list[int]
     entries = [copy.deepcopy(doc["episodes"][pos]) for pos in run]
     refs: list[dict[str, Any]] = []
     for entry in entries:
-        _refs(entry, refs)
+        array_refs(entry, refs)
     chunks: list[bytes] = []
     offset = 0
     fd = os.open(source_bin, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))

@@ -29,6 +29,7 @@ from ..format import fileio
 from ..format.codecs import MIN_CODED_ROW_BYTES, Codec, decode_rows, encode_rows, \
     resolve_compression
 from ..format.spaces import Layout
+from ..format.values import array_refs
 
 __all__ = ["compress", "decompress", "leaf_bytes", "DEFAULT_GRACE"]
 
@@ -86,18 +87,6 @@ def _leaf_refs(layout: Layout, tree: Any, where: str) -> list[dict[str, Any]]:
             if isinstance(obj, dict) and obj.get("__type") == "ndarray"]
 
 
-def _all_refs(obj: Any, out: list[dict[str, Any]]) -> None:
-    if isinstance(obj, dict):
-        if obj.get("__type") == "ndarray":
-            out.append(obj)
-            return
-        for value in obj.values():
-            _all_refs(value, out)
-    elif isinstance(obj, list):
-        for value in obj:
-            _all_refs(value, out)
-
-
 def _rewrite_writer(directory: str, name: str, man: dict[str, Any], codec: Codec | None
                     ) -> tuple[str, list[str]] | None:
     prefix, batches = man.get("prefix"), man.get("batches")
@@ -147,7 +136,7 @@ def _rewrite_writer(directory: str, name: str, man: dict[str, Any], codec: Codec
             bin_size = b["bin_size"]
             for entry in doc["episodes"]:
                 refs: list[dict[str, Any]] = []
-                _all_refs(entry, refs)
+                array_refs(entry, refs)
                 for ref in refs:
                     ref["npyfile"] = new_bin
                     if ref.get("codec") is not None:
@@ -217,7 +206,7 @@ def _write_bin(directory: str, bin_name: str, new_bin: str, doc: dict[str, Any],
                                                      (act_layout, "actions"))
                           for r in _leaf_refs(layout, entry.get(key), key)}
                 refs: list[dict[str, Any]] = []
-                _all_refs(entry, refs)
+                array_refs(entry, refs)
                 for obj in refs:
                     where = f"{bin_name} entry {pos}"
                     arr = _read(fd, bin_name, file_size, obj, where)
@@ -302,7 +291,7 @@ def leaf_bytes(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
                             _add(totals, where, obj)
                             seen.add(id(obj))
                 rest: list[dict[str, Any]] = []
-                _all_refs(entry, rest)
+                array_refs(entry, rest)
                 for obj in rest:
                     if id(obj) not in seen:
                         _add(totals, "other arrays", obj)
