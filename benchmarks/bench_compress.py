@@ -156,16 +156,20 @@ class Added:
     def paired(self, k: int) -> tuple[float, float]:
         """zstd minus raw (us a step): the median of the per-repeat differences, and its
         noise (1.25 x 1.4826 x their median absolute deviation / sqrt(repeats): about one
-        standard error of a median)."""
-        diffs = [z[k] - r[k] for z, r in zip(self.zstd, self.raw)]
+        standard error of a median). ``k``: 0 wall, 1 process CPU, 2 writer thread CPU."""
+        if k == 2:
+            diffs = [z - r for z, r in zip(self.writer["zstd"], self.writer["raw"])]
+        else:
+            diffs = [z[k] - r[k] for z, r in zip(self.zstd, self.raw)]
         med = statistics.median(diffs)
         mad = statistics.median(abs(d - med) for d in diffs)
         return med, 1.25 * 1.4826 * mad / len(diffs) ** 0.5
 
     def line(self, over: float = 1.0) -> str:
-        """The cost figures and two verdicts: zstd adds no more wall time a step than ``over``
-        times raw, and no more CPU time (the process's, every thread: what a machine whose
-        cores are all busy pays), each beyond twice the noise of the paired differences."""
+        """The cost figures and three verdicts: zstd adds no more wall time a step than
+        ``over`` times raw, no more CPU time (the process's, every thread: what a machine whose
+        cores are all busy pays), and its writer thread spends no more CPU time, each beyond
+        twice the noise of the paired differences."""
         raw_w, z_w = self.median(self.raw, 0), self.median(self.zstd, 0)
         raw_c, z_c = self.median(self.raw, 1), self.median(self.zstd, 1)
         d_w, noise_w = self.paired(0)
@@ -176,10 +180,13 @@ class Added:
         cpu_ok = d_c <= limit_c + 2 * noise_c
         wall_ok = d_w <= limit_w + 2 * noise_w
         w_raw, w_z = (statistics.median(self.writer[k]) for k in ("raw", "zstd"))
+        d_t, noise_t = self.paired(2)
+        writer_ok = d_t <= (over - 1) * w_raw + 2 * noise_t
         return (f"us/step over bare (bare {bare:.0f}): wall raw {raw_w:+5.0f}, zstd {z_w:+5.0f} "
                 f"(zstd-raw {d_w:+.0f} +-{noise_w:.0f}) {mark(wall_ok)}; CPU raw {raw_c:+5.0f}, "
                 f"zstd {z_c:+5.0f} (zstd-raw {d_c:+.0f} +-{noise_c:.0f}) {mark(cpu_ok)}; "
-                f"writer thread CPU raw {w_raw:.1f}, zstd {w_z:.1f} {mark(w_z <= over * w_raw)}")
+                f"writer thread CPU raw {w_raw:.1f}, zstd {w_z:.1f} (zstd-raw {d_t:+.1f} "
+                f"+-{noise_t:.1f}) {mark(writer_ok)}")
 
 
 def bin_bytes(d: str) -> int:
