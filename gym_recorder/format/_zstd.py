@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import array
 import threading
 from typing import Any
 
@@ -41,19 +42,48 @@ class _Zstd:
             "which needs a zstd binding: " + install_hint("zstd")
             + " (the zstandard or backports.zstd package)")
 
+    def _compressor(self, level: int) -> Any:
+        """This thread's zstandard compressor of ``level`` (one a thread: they are not
+        thread-safe)."""
+        comps = getattr(self._local, "comps", None)
+        if comps is None:
+            comps = self._local.comps = {}
+        comp = comps.get(level)
+        if comp is None:
+            comp = comps[level] = self._zs.ZstdCompressor(level=level, write_content_size=True)
+        return comp
+
     def compress(self, data: Any, level: int) -> bytes:
         if self._zs is not None:
-            comps = getattr(self._local, "comps", None)
-            if comps is None:
-                comps = self._local.comps = {}
-            comp = comps.get(level)
-            if comp is None:
-                comp = comps[level] = self._zs.ZstdCompressor(level=level,
-                                                              write_content_size=True)
-            out: bytes = comp.compress(data)
+            out: bytes = self._compressor(level).compress(data)
             return out
         res: bytes = self._std.compress(data, level=level)
         return res
+
+    def compress_chunks(self, data: memoryview, step: int, level: int
+                        ) -> tuple[list[int], list[Any]]:
+        """Compresses ``data[i * step:(i + 1) * step]`` for each i (the last piece shorter),
+        each into one zstd frame, the same bytes as :meth:`compress` of each piece.
+
+        Returns:
+            (each frame's size, bytes-like objects whose concatenation is the frames in order).
+
+        With ``zstandard``, one call compresses every piece with the GIL released
+        (``multi_compress_to_buffer``): the writer thread hands the GIL back and forth once
+        for a group of chunks, not once a chunk. The other bindings compress piece by piece.
+        """
+        total = len(data)
+        if self._zs is None or total <= step:
+            frames = [self.compress(data[lo:lo + step], level) for lo in range(0, total, step)]
+            return [len(f) for f in frames], frames
+        starts = range(0, total, step)
+        segments = array.array("Q", [0]) * (2 * len(starts))
+        segments[0::2] = array.array("Q", starts)
+        segments[1::2] = array.array("Q", [min(step, total - lo) for lo in starts])
+        out = self._compressor(level).multi_compress_to_buffer(
+            self._zs.BufferWithSegments(data, segments.tobytes()))
+        frames = [out[i] for i in range(len(out))]
+        return [len(f) for f in frames], frames
 
     def decompress(self, data: Any, expected: int, where: str, want: int | None = None
                    ) -> bytes:

@@ -11,6 +11,7 @@ lazily, on first use: ``zstandard``, else the standard library's ``compression.z
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -173,16 +174,31 @@ def chunk_count(rows: int, chunk_rows: int) -> int:
 
 # -- encoding --------------------------------------------------------------------------------
 
-def _delta_encode(rows: np.ndarray, delta: str) -> np.ndarray:
-    """``rows`` (uint8, shape (n, row_bytes)) with each row but the first delta-coded."""
+# Rows are delta-coded into a scratch buffer of this thread's (kept: a fresh buffer a chunk
+# costs more in page faults than the delta coding itself), a group of chunks of about this
+# many bytes at a time (at least one chunk), which zstd then compresses in one call.
+SCRATCH_BYTES = 4 << 20
+_scratch_local = threading.local()
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch buffer, ``nbytes`` uint8 (grown when too small)."""
+    buf: np.ndarray | None = getattr(_scratch_local, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = _scratch_local.buf = np.empty(max(nbytes, 1), np.uint8)
+    return buf[:nbytes]
+
+
+def _delta_encode(rows: np.ndarray, delta: str, chunk_rows: int) -> np.ndarray:
+    """``rows`` (uint8, C-contiguous, shape (n, row_bytes)) with each row but the first of
+    each chunk of ``chunk_rows`` rows delta-coded: in the thread's scratch buffer, valid until
+    the next call, or ``rows`` itself for delta "none". Two whole-array numpy calls."""
     if delta == "none" or len(rows) < 2:
         return rows
-    out = np.empty_like(rows)
-    out[0] = rows[0]
-    if delta == "xor":
-        np.bitwise_xor(rows[1:], rows[:-1], out=out[1:])
-    else:
-        np.subtract(rows[1:], rows[:-1], out=out[1:])
+    out = _scratch(rows.nbytes).reshape(rows.shape)
+    op = np.bitwise_xor if delta == "xor" else np.subtract
+    op(rows[1:], rows[:-1], out=out[1:])
+    out[::chunk_rows] = rows[::chunk_rows]
     return out
 
 
@@ -192,22 +208,27 @@ def _incompressible(zstd: Any, raw: np.ndarray, row_bytes: int, codec: Codec) ->
     delta coding), each keep more than :data:`MAX_STORED_FRACTION` of their bytes. Three rows
     cost a fifth of compressing a first chunk of 8 rows both ways; rows that compress either
     way go on to the full choice below."""
-    if len(zstd.compress(np.ascontiguousarray(raw[:1]).data, codec.level)) <= \
-            MAX_STORED_FRACTION * row_bytes:
+    if len(zstd.compress(raw[:1].data, codec.level)) <= MAX_STORED_FRACTION * row_bytes:
         return False
     if len(raw) < 2:
         return True
-    two = _delta_encode(raw[:2], "xor" if codec.delta == "auto" else codec.delta)
-    return len(zstd.compress(np.ascontiguousarray(two).data, codec.level)) > \
-        MAX_STORED_FRACTION * 2 * row_bytes
+    two = _delta_encode(raw[:2], "xor" if codec.delta == "auto" else codec.delta, 2)
+    return len(zstd.compress(two.data, codec.level)) > MAX_STORED_FRACTION * 2 * row_bytes
 
 
 def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]] | None:
     """The stored bytes of a C-contiguous array of rows (``block.shape[0]`` rows): the chunk
     offsets table, then one zstd frame per chunk, and the ARRAY's ``"codec"`` (the delta and
     rows per chunk used); None when they would keep more than :data:`MAX_STORED_FRACTION` of
-    the raw bytes (the caller stores the rows raw)."""
+    the raw bytes (the caller stores the rows raw).
+
+    The first chunk decides (noise, and the delta of "auto"); the others are delta-coded a
+    group of about SCRATCH_BYTES at a time into a reused buffer and compressed in one call a
+    group (see ``compress_chunks``): few numpy calls, no copies, and the GIL taken back a few
+    times a batch rather than several times a chunk (the writer thread's Python runs while
+    the env's step waits for the GIL)."""
     n = block.shape[0]
+    block = np.ascontiguousarray(block)
     raw = block.reshape(n, -1).view(np.uint8) if n else block.reshape(0, 0).view(np.uint8)
     row_bytes = raw.shape[1] if n else 0
     cr = codec.rows_for(row_bytes)
@@ -216,34 +237,40 @@ def encode_rows(block: np.ndarray, codec: Codec) -> tuple[bytes, dict[str, Any]]
     zstd = _zstd()
     if n and row_bytes >= PROBE_MIN_ROW_BYTES and _incompressible(zstd, raw, row_bytes, codec):
         return None  # (noise: a probe of two rows, not the first chunk both ways, says so)
-    chunks = []
     delta = codec.delta
-    start = 0
-    if delta == "auto":  # the first chunk both ways: keep the smaller
+    sizes: list[int] = []
+    frames: list[Any] = []
+    if n:
         first = raw[:cr]
-        plain = zstd.compress(np.ascontiguousarray(first).data, codec.level)
-        xored = zstd.compress(_delta_encode(first, "xor").data, codec.level) \
-            if len(first) > 1 else plain
-        delta = "xor" if len(xored) < len(plain) else "none"
-        if n:
-            chunks.append(xored if delta == "xor" else plain)
-            start = cr
-    for lo in range(start, n, cr):
-        rows = _delta_encode(raw[lo:lo + cr], delta)
-        chunks.append(zstd.compress(rows.data if rows.flags.c_contiguous
-                                    else np.ascontiguousarray(rows).data, codec.level))
-        if lo == 0 and len(chunks[0]) > MAX_STORED_FRACTION * len(rows) * row_bytes:
+        if delta == "auto":  # the first chunk both ways: keep the smaller
+            plain = zstd.compress(first.data, codec.level)
+            xored = zstd.compress(_delta_encode(first, "xor", cr).data, codec.level) \
+                if len(first) > 1 else plain
+            delta = "xor" if len(xored) < len(plain) else "none"
+            frame = xored if delta == "xor" else plain
+        else:
+            frame = zstd.compress(_delta_encode(first, delta, cr).data, codec.level)
+        if len(frame) > MAX_STORED_FRACTION * len(first) * row_bytes:
             return None  # (noise: the rest is not compressed in vain)
-    if n and start and len(chunks[0]) > MAX_STORED_FRACTION * min(n, cr) * row_bytes:
-        return None
-    table = np.empty(len(chunks) + 1, _U64)
-    table[0] = 8 * (len(chunks) + 1)
-    if chunks:
-        table[1:] = table[0] + np.cumsum([len(c) for c in chunks])
+        sizes.append(len(frame))
+        frames.append(frame)
+    elif delta == "auto":
+        delta = "none"  # (no rows: the reference names a delta a reader knows)
+    group = max(1, SCRATCH_BYTES // max(cr * row_bytes, 1)) * cr  # rows a group
+    for lo in range(cr, n, group):
+        rows = _delta_encode(raw[lo:lo + group], delta, cr)
+        got_sizes, got = zstd.compress_chunks(rows.reshape(-1).data, cr * row_bytes,
+                                              codec.level)
+        sizes += got_sizes
+        frames += got
+    table = np.empty(len(sizes) + 1, _U64)
+    table[0] = 8 * (len(sizes) + 1)
+    if sizes:
+        table[1:] = table[0] + np.cumsum(sizes)
     stored = int(table[-1])
     if n and stored > MAX_STORED_FRACTION * n * row_bytes:
         return None
-    return b"".join([table.tobytes(), *chunks]), codec.to_json(delta, cr)
+    return b"".join([table.tobytes(), *frames]), codec.to_json(delta, cr)
 
 
 # -- decoding: the one read path of a compressed array --------------------------------------
