@@ -89,6 +89,45 @@ def test_hostile_edit_records_are_refused_by_name(edited: Path, tmp_path: Path, 
         assert done.returncode != 0 and "_edits.000000001.json" in done.stderr
 
 
+@pytest.mark.parametrize("mutate, match", [
+    (lambda t: t.update(batches=[{"first": 0}]), r"lists no batches"),
+    (lambda t: t.pop("batches"), r"lists no batches"),
+    (lambda t: t.update(prefix="x"), r"not a gym_recorder edit record"),
+    (lambda t: t.update(version=1), r"not a gym_recorder edit record"),
+])
+def test_a_tripwire_other_than_the_spec_says_is_refused(edited: Path, tmp_path: Path,
+                                                        mutate: Callable[[dict], Any],
+                                                        match: str) -> None:
+    """The spec: readers MUST refuse a tripwire whose format, prefix or version is another,
+    or whose "batches" is not an empty list (a writer's manifest by that name is no edit
+    record)."""
+    d = _copy(edited, tmp_path)
+    with RecordingReader(d) as reader:
+        assert len(reader) == 4
+    trip = d / "_edits.manifest.json"
+    doc = json.loads(trip.read_text())
+    mutate(doc)
+    trip.write_text(json.dumps(doc))
+    with pytest.raises(FormatError, match=match) as e:
+        RecordingReader(d)
+    assert "_edits.manifest.json" in str(e.value)
+
+
+def test_a_range_up_to_the_largest_number_is_read_and_one_past_it_refused(
+        edited: Path, tmp_path: Path) -> None:
+    d = _copy(edited, tmp_path)
+    doc = _doc(d)
+    prefix = next(iter(doc["deleted"]))
+    doc["deleted"][prefix] = [[2, 2 ** 63 - 1]]
+    _save(d, doc)
+    with RecordingReader(d) as reader:
+        assert len(reader) == 2
+    doc["deleted"][prefix] = [[2, 2 ** 63]]
+    _save(d, doc)
+    with pytest.raises(FormatError, match="not a non-empty range"):
+        RecordingReader(d)
+
+
 def test_huge_ranges_allocate_nothing(edited: Path, tmp_path: Path, grread) -> None:
     d = _copy(edited, tmp_path)
     doc = _doc(d)

@@ -155,20 +155,25 @@ BATCH has an INDEX, the writer puts the same one here, so that a manifest rebuil
 files (``repair``) has it too (readers use the manifest's). HEADER repeats the manifest's fields other than
 ``batches`` and ``complete`` (format, version, prefix, created, writer, env_id, env_spec, spaces,
 vector, action_names when present, metadata), so that a lost manifest can be rebuilt from the batch files alone; readers use the
-manifest's copy. ``format``, ``version``, ``prefix`` and ``first`` repeat the manifest's and its
+manifest's copy. ``format``, ``prefix`` and ``first`` repeat the manifest's and its
 BATCH's; readers MAY ignore them (gym_recorder's does; ``verify`` reports a ``first`` that
-differs). Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
-know. When that header is longer than 4096 bytes of JSON, only the writer's first
+differs). A batch's ``version`` is its own: 2 when it holds a compressed ARRAY (see "Compressed
+arrays") or its writer is multi-agent, else 1, also under a manifest of version 2 (a
+compaction's copy of raw batches); its HEADER's ``version`` is the manifest's. Readers MUST ignore keys of a batch, an ENTRY, INFOS or a COLUMN that they do not
+know. When that header is longer than 4096 bytes of JSON (compact: no spaces after ``,`` and
+``:``, non-ASCII escaped), only the writer's first
 batch (``first`` == 0) holds it whole; later batches leave out each field whose JSON is longer
 than 1024 bytes (e.g. a large space), so that a space is described once per writer, not per batch. Each ENTRY is one episode, or one part of an episode::
 
     "index": int            entry index (first + position in the batch); readers MUST refuse
                             another
-    "episode": int          the writer's episode number (parts of one episode share it); on
-                            part 0 readers MAY ignore it (the number is the entry's position
-                            among part-0 entries, see below)
+    "episode": int          the writer's episode id (parts of one episode share it). Part 0
+                            is found by its position among part-0 entries (see below), never
+                            by this field; each later part p is the entry of the very next
+                            batch whose ``episode`` equals part 0's and whose ``part`` is p
     "part": int             0 for the part that starts with the reset, then 1, 2, ...
-    "continues": bool       true if a later entry holds more of this episode
+    "continues": bool       optional (absent: false); true if a later entry holds more of
+                            this episode; readers MUST refuse a value that is not true or false
     "steps": int            N, the transitions in this entry
     "observations": TREE    part 0: N + 1 rows (the reset observation, then one per step);
                             later parts: N rows (one per step)
@@ -181,21 +186,22 @@ than 1024 bytes (e.g. a large space), so that a space is described once per writ
     "options": VALUE or null  the options passed to reset; part 0 only
     "end": how the episode ended, on its last entry: "terminated", "truncated",
            "reset" (reset called before the episode ended), "close" (closed before it ended);
-           null on entries with "continues": true
+           null on entries with "continues": true (readers ignore it there)
     "sub_env": int or null  the index of the sub-environment, for vector envs
     "no_reset": true        optional, on part 0: the episode was stepped on after the previous
                             one ended, without a reset; its first observation is that one's last
+                            (readers MUST refuse a value other than true or false)
 
 An episode is the concatenation of its entries in entry order, which is the order of the batches
 in the manifest and of ``episodes`` inside a batch. Entries of one episode MUST be consecutive in
 a writer's entry sequence, except for vector writers, whose sub-environments interleave (join
 entries with the same ``episode``). A reader that does not know parts sees each entry as an
-episode of its own.
+episode of its own. Every writer puts the next part of an entry with ``"continues": true`` in
+the very next batch.
 
 Every writer numbers episodes in the order they start, so the part-0 entries of batch k are the
 episodes numbered from the sum of the earlier batches' ``"episodes"`` on, in order. A vector writer
-(manifest ``"vector"`` not null) also MUST put the next part of an entry with ``"continues": true``
-in the very next batch; that part MAY have 0 steps (no rows). Its entries are the sub-environments'
+(manifest ``"vector"`` not null) MAY write a next part of 0 steps (no rows). Its entries are the sub-environments'
 episodes: ``"sub_env"`` is the index, ``"seed"`` and ``"options"`` are what that sub-env was reset
 with (a vector ``reset(seed=s)`` seeds sub-env i with s + i; autoresets have neither).
 
@@ -296,7 +302,7 @@ Every array is a reference into the batch's .bin file::
 - ``size`` MUST equal ``prod(shape) * itemsize`` and ``npyoff + size`` MUST NOT exceed the file.
 - ``dtype`` is numpy's ``dtype.str``: byte order (``<``, ``>`` or ``|``), kind, item size,
   e.g. ``<f4``, ``|u1``, ``|b1``, ``<i8``, ``<U7``. Kinds and sizes: ``b1`` (bool, one byte 0 or
-  1), ``i``/``u`` 1, 2, 4, 8, ``f`` 2, 4, 8 (and 10, 12 or 16: the platform's long double, not
+  1; a reader MAY refuse other bytes, gym_recorder's ``verify`` does), ``i``/``u`` 1, 2, 4, 8, ``f`` 2, 4, 8 (and 10, 12 or 16: the platform's long double, not
   portable), ``c`` 8, 16 (and 20, 24 or 32), ``U<n>``, ``S<n>`` (n >= 1). Never O or V. ``|``
   is written where byte order does not apply (b1, i1, u1, S).
 - Item size: for ``U<n>`` it counts characters, 4 bytes each: UCS-4 code points (at most
@@ -331,7 +337,9 @@ and these change or are added::
                         without decompressing); MUST be present
 
 A reader MUST refuse a codec ``name`` it does not know, naming it (never read the bytes as
-raw), and MAY refuse a compressed ARRAY in a version 1 manifest (gym_recorder's reads it). The
+raw). A writer with a compressed ARRAY in any batch writes a manifest of version 2, so that
+readers of version 1 refuse it instead of reading compressed bytes as raw; a reader MUST
+refuse a compressed ARRAY in a batch whose BATCH has no ``codecs`` naming its codec. The
 batch JSON of a batch with a compressed ARRAY says ``"version": 2``, that of one without says 1. ``level`` is the writer's zstd
 level (readers ignore it); ``chunk_rows`` C is an int in [1, :data:`codecs.MAX_CHUNK_ROWS`]
 (65536); ``delta`` D is ``"none"``, ``"xor"`` or ``"sub"``. ``npyoff`` is a multiple of
@@ -404,7 +412,9 @@ Trees (TREE)
 ============
 Observations and actions follow the space: a Box, Discrete, MultiDiscrete or MultiBinary leaf is
 one ARRAY of shape ``(rows, *leaf_shape)`` with the leaf's dtype: Box: its ``shape`` and
-``dtype``; Discrete: ``(rows,)`` of its ``dtype`` (``<i8`` unless the space has another);
+``dtype``; Discrete: ``(rows,)`` of its ``dtype`` (``<i8`` unless the space has another),
+holding the values the env gave (``start`` included: a space with ``start=-2`` stores -2..n-3),
+not indices;
 MultiDiscrete: ``nvec``'s shape and its ``dtype``; MultiBinary: ``n`` (an int, or a list: the
 shape) and ``|i1``. Readers MUST refuse an ARRAY leaf of another shape. A Dict space is a JSON
 object with the Dict's keys; a Tuple space is a JSON list. A
@@ -475,14 +485,16 @@ A ``shape`` has at most :data:`MAX_NDIM` (32) dimensions of at most :data:`MAX_S
 (2**32) elements in all; a reader MAY refuse a larger one.
 
 Edits (format version 2)
-=================
+========================
 A recording MAY carry an *edit record*: the episodes its user deleted (hidden from every
 reader, their bytes still in the batches), and the writers a compaction rewrote. Edits never
 change a batch file, nor a writer's manifest (its writer may still be recording). Its files::
 
     _edits.manifest.json      the tripwire: {"format": "gym_recorder", "version": 2,
                               "prefix": "_edits", "batches": [], ...}; written before the
-                              first edit, never changed
+                              first edit, never changed; readers MUST refuse one whose
+                              format, prefix or version is another, or whose "batches"
+                              is not an empty list
     _edits.NNNNNNNNN.json     generation N of the edit log (9 to 18 digits), immutable
 
 The prefix ``_edits`` is reserved: no writer takes it. The tripwire is named like a manifest so
@@ -493,18 +505,19 @@ recording that has it but no edit log (the log was lost: deleted episodes would 
 ``repair`` says so and removes the tripwire).
 
 The edit state is the generation with the largest N (readers MUST ignore the others; the
-newest :data:`gym_recorder.edit.KEEP_GENERATIONS` are kept, an undo history)::
+newest :data:`gym_recorder.edit.KEEP_GENERATIONS` (16) are kept, an undo history)::
 
     "format": "gym_recorder", "version": 2, "prefix": "_edits"
     "generation": N                       MUST equal the N of the file's name
     "time": "...Z", "action": "..."       when, and what the edit did (for people)
-    "deleted": {P: [[start, stop], ...]}  per writer prefix, half-open ranges of the writer's
+    "deleted": {P: [[start, stop], ...]}  optional ({}): per writer prefix, half-open ranges of the writer's
                                           episode numbers (see "Episodes of a recording"),
                                           ascending, non-empty, disjoint and not touching
-                                          (start > the previous stop); numbers < 2**63
-    "replaced": {P: Q}                    writer P was rewritten by a compaction as writer Q:
+                                          (start > the previous stop);
+                                          0 <= start < stop <= 2**63 - 1
+    "replaced": {P: Q}                    optional ({}): writer P was rewritten by a compaction as writer Q:
                                           readers ignore P's manifest; Q is not itself a key
-    "pending": {P: "..."}                 writers a merge is bringing in: ignored until a
+    "pending": {P: "..."}                 optional ({}): writers a merge is bringing in: ignored until a
                                           later generation leaves them out of "pending"
     "replaced_at": {P: "...Z"}            optional: when P was replaced (its files are removed
                                           a grace period later); readers MAY ignore it
@@ -527,7 +540,7 @@ compressed ARRAYs copied as stored, never joined, their batches of version 2 wit
 its batches' HEADERs carry ``"replaces"`` too, so that a manifest ``repair`` rebuilds from them
 stays hidden as well) before the generation that replaces P, and removes P's files only
 after that generation (and a grace period: readers that listed P may still read it).
-=======
+
 Multi-agent recordings (version 2)
 ==================================
 A recording of a PettingZoo environment (``RecordingParallelWrapper``, ``RecordingAECWrapper``)
@@ -535,7 +548,7 @@ is written with ``"version": 2`` in its manifest and batches, and a manifest key
 
     "multiagent": {"api": "parallel" | "aec", "agents": [NAME, ...], "env": {...}}
 
-``agents`` are the env's ``possible_agents`` (1 to :data:`agents.MAX_AGENTS` distinct strings,
+``agents`` are the env's ``possible_agents`` (1 to :data:`agents.MAX_AGENTS` (65536) distinct strings,
 in the env's order: the order of every per-agent vector below); ``env`` says what the writer
 knew of the env (``"name"``: its metadata name, ``"module"``/``"class"``: its unwrapped class,
 ``"entry_point"`` ``"module:function"`` and ``"kwargs"`` when the user gave them, else null);
@@ -631,8 +644,9 @@ Both read version 2.
 
 Version history
 ===============
-2 (gym_recorder 0.2), two additions, each used only where it is needed, so that version 1
-readers keep reading everything that does not need version 2:
+2 (gym_recorder 0.1, later writers), three additions, each used only where it is needed, so
+that version 1 readers keep reading everything that does not need version 2 and refuse, by the
+version of a manifest, everything that does:
 
 - compressed arrays (ARRAY ``"codec"`` and ``"stored"``, BATCH ``"codecs"``, see "Compressed
   arrays"). Written only by writers that compress (manifest and batch JSON ``"version": 2``; a
@@ -643,6 +657,8 @@ readers keep reading everything that does not need version 2:
   which readers of version 1 read while a recording has no edits; a compaction's manifests are
   of version 2 (key ``"replaces"``). Readers of version 1 refuse a recording with edits by the
   tripwire's version.
+- multi-agent (PettingZoo) recordings (see "Multi-agent recordings"): manifest and batches of
+  version 2 with the ``"multiagent"`` key and the joint spaces; otherwise as version 1.
 
 1 (gym_recorder 0.1): first version. Later writers of version 1 add the optional manifest
 (and HEADER) key ``"metadata"`` and the optional ``class`` of a Text SPACE, which readers that do not
@@ -654,11 +670,6 @@ knows of (which the text above allows) refuses such batches. Later writers also 
 with ``openaigym.trace.`` are read as OpenAI gym-recording ("legacy") recordings: episodes hold
 only observations, actions and rewards, observations possibly as one array per step.
 
-2 (gym_recorder 0.1, later): multi-agent (PettingZoo) recordings, see "Multi-agent
-recordings". Writers still write version 1 for single-agent recordings, which readers of
-version 1 read as before; version 2 files are exactly version 1 files with the
-``"multiagent"`` key and the joint spaces.
-
 Legacy files: the manifest is ``{"batches": [{"first", "len", "fn"}]}`` (no sizes, checksums or
 ``bin``; ``fn`` MUST be ``P.ep...json`` of the manifest's own prefix P), and a batch
 ``{"episodes": [{"observations", "actions", "rewards"}]}``, one entry an episode (no parts). Each
@@ -666,7 +677,7 @@ of the three is an ARRAY, a list of ARRAYs of one dtype and shape (one per step:
 list of JSON numbers and bools (an array of numpy's type for them); gym_recorder's reader also
 reads objects of these as dicts and other lists as lists, which a reader MAY refuse. ARRAY
 ``dtype`` is numpy's ``str(dtype)`` name (``float32``, ``uint8``, ``bool``, ...), ``npyoff`` need not be aligned,
-``crc32`` is absent, and ``npyfile`` may be any plain file name in the directory. gym-recording
+``size`` is present as in any ARRAY (readers MUST refuse one without it), ``crc32`` is absent, and ``npyfile`` may be any plain file name in the directory. gym-recording
 wrote an empty list as ``np.array([[]])``: shape ``(1, 0)``, float64; readers give actions of
 that shape back as shape ``(0,)``. An episode has N = (rows of observations) - 1 steps (0 if
 there is none); rewards are converted to float64 of shape ``(N,)``. What the files lack is made up:

@@ -96,6 +96,9 @@ def check_tripwire(doc: Any, where: str) -> None:
             doc.get("prefix") != EDITS_PREFIX or type(doc.get("version")) is not int or \
             not 2 <= doc["version"] <= EDITS_VERSION:
         raise FormatError(f"{where}: not a gym_recorder edit record of version 2")
+    if doc.get("batches") != []:
+        raise FormatError(f"{where}: the edit record's tripwire lists no batches "
+                          "(\"batches\": [])")
 
 
 def _prefix(value: Any, where: str) -> str:
