@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, ColumnBuffer, steps_for_target,
-                      worth_resizing)
+from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, ColumnBuffer, row_view,
+                      steps_for_target, worth_resizing)
 from ..errors import UnsupportedValueError
 from ..format import exact_in
 from ..format.spaces import Layout
@@ -107,21 +107,39 @@ class StepBuffer(ColumnBuffer):
             else None
         self._cap = cols.steps
         self._cap_obs = cols.obs_rows
-        self._obs_shape = self._obs0.shape[1:] if self._obs0 is not None else None
-        self._act_shape = self._act0.shape[1:] if self._act0 is not None else None
-        # Scalar types stored exactly into a single scalar action leaf without conversion.
-        self._act_scalars: tuple[Any, ...] = ()
-        if self._act0 is not None and self._act0.ndim == 1:
-            dtype = self._act0.dtype
-            self._act_scalars = (dtype.type,) + ((int,) if dtype == np.int64 else ())
         self._n_obs = 0
         self._n_steps = 0
+        self._check_at = 1  # (record_step reports a new batch's first step: see check_after)
+        self._fast_paths()
         self._rewards: list[float] = []
         self._terms: list[bool] = []
         self._truncs: list[bool] = []
         self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
         self._n_info = 0
         self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
+
+    def _fast_paths(self) -> None:
+        """Sets up the per-step fast paths for the current columns (again after a column was
+        widened or turned into values), and the step count at which :meth:`record_step`
+        reports (:meth:`_set_limit`)."""
+        obs0, act0 = self._obs0, self._act0
+        self._obs_shape = obs0.shape[1:] if obs0 is not None else None
+        self._act_shape = act0.shape[1:] if act0 is not None else None
+        self._obs_mv, self._obs_k = row_view(obs0)
+        self._act_mv, self._act_k = row_view(act0)
+        self._set_limit()
+
+    def _set_limit(self) -> None:
+        # A step fills the batch when the steps reach the capacity, or the observation rows
+        # (the steps plus the reset rows so far) reach theirs: one count covers both.
+        self._limit = min(self._cap, self._cap_obs - (self._n_obs - self._n_steps),
+                          self._check_at)
+
+    def check_after(self, steps: int) -> None:
+        """Makes :meth:`record_step` report (return True) once ``steps`` more steps are
+        recorded, even if the batch is not full then (the owner checks its clock)."""
+        self._check_at = self._n_steps + max(1, steps)
+        self._set_limit()
 
     @property
     def episode_open(self) -> bool:
@@ -159,6 +177,7 @@ class StepBuffer(ColumnBuffer):
                     continue
                 col, v = fitted, arr
             col[row] = v
+        self._fast_paths()  # (a column may have been widened or turned into values)
 
     def _to_values(self, cols: list[Any], j: int, row: int) -> list[Any]:
         """Turns leaf column ``j`` into a list of per-row values (the rows so far kept), for
@@ -174,7 +193,6 @@ class StepBuffer(ColumnBuffer):
             self._values_leaves.add(("act", j))
             if self._act_layout.single:
                 self._act0 = None
-                self._act_scalars = ()
         return rows
 
     # -- the protocol ---------------------------------------------------------------------
@@ -190,16 +208,18 @@ class StepBuffer(ColumnBuffer):
                sub_env: int | None, no_reset: bool) -> None:
         options = snapshot(options, "reset options")
         rec_info = self._info(info, "reset info")
+        n = self._n_obs
         obs0 = self._obs0
         if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
                 and obs.shape == self._obs_shape:
-            obs0[self._n_obs] = obs
+            obs0[n] = obs
         else:
-            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, self._n_obs, obs,
+            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
                         "observation")
-        seg = Segment(self.episodes_started, 0, self._n_obs, self._n_steps, self._n_info, seed,
+        seg = Segment(self.episodes_started, 0, n, self._n_steps, self._n_info, seed,
                       options, sub_env, no_reset)
-        self._n_obs += 1
+        self._n_obs = n + 1
+        self._limit = min(self._cap, self._cap_obs - (n + 1 - self._n_steps), self._check_at)
         if rec_info:
             self._infos.append((self._n_info, rec_info))
         self._n_info += 1
@@ -208,33 +228,60 @@ class StepBuffer(ColumnBuffer):
 
     def add_step(self, action: Any, obs: Any, reward: Any, terminated: Any, truncated: Any,
                  info: dict[str, Any]) -> bool:
-        """Appends one transition to the open episode.
+        """Appends one transition to the open episode (or, after an ended one, to a new
+        episode marked ``no_reset`` that starts from the last observation).
 
         Returns:
             True when the batch is full: the caller must :meth:`take` it before the next step.
         """
-        rec_info = self._info(info, "info") if info else None
         if self._open_episode is None:
-            # A step after the episode ended, without reset: record it as a new episode that
-            # starts from the last observation and is marked "no_reset".
             self._begin(self._last_observation(), {}, None, None, None, no_reset=True)
+        self.record_step(action, (obs, reward, terminated, truncated, info))
+        return self._n_steps >= self._cap or self._n_obs >= self._cap_obs
+
+    def record_step(self, action: Any, result: tuple[Any, Any, Any, Any, Any]) -> bool:
+        """:meth:`add_step` for an open episode, with ``env.step``'s 5-tuple as it came.
+
+        Returns:
+            True when the batch is full (see :attr:`full`) or the step count given to
+            :meth:`check_after` is reached.
+        """
+        obs, reward, terminated, truncated, info = result
         i = self._n_steps
-        act0 = self._act0
-        # Fast paths (one leaf, a value of exactly the leaf's type): a plain numpy setitem.
-        if act0 is not None and (type(action) in self._act_scalars or (
-                type(action) is np.ndarray and action.dtype is act0.dtype
-                and action.shape == self._act_shape)):
-            act0[i] = action
-        else:
-            self._store(self._act_cols, self._act_layout, self._act_flatten, i, action, "action")
-        obs0 = self._obs0
+        # Fast paths: a memoryview assignment copies a value of exactly the column's type and
+        # row shape (it raises for any other, and the exact path below then decides).
+        mv = self._act_mv
+        try:
+            if mv is None:
+                raise TypeError
+            k = self._act_k
+            if k:
+                mv[i * k:i * k + k] = action
+            else:
+                mv[i] = action  # (an integer column: any exact integer, range-checked)
+        except (TypeError, ValueError, BufferError, NotImplementedError):
+            act0 = self._act0
+            if act0 is not None and type(action) is np.ndarray and \
+                    action.dtype is act0.dtype and action.shape == self._act_shape:
+                act0[i] = action
+            else:
+                self._store(self._act_cols, self._act_layout, self._act_flatten, i, action,
+                            "action")
         n = self._n_obs
-        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
-                and obs.shape == self._obs_shape:
-            obs0[n] = obs
-        else:
-            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
-                        "observation")
+        mv = self._obs_mv
+        try:
+            if mv is None:
+                raise TypeError
+            k = self._obs_k
+            mv[n * k:n * k + k] = obs
+        except (TypeError, ValueError, BufferError, NotImplementedError):
+            obs0 = self._obs0
+            if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+                    and obs.shape == self._obs_shape:
+                obs0[n] = obs
+            else:
+                self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
+                            "observation")
         if type(reward) is not float:
             if np.ndim(reward) != 0:
                 raise UnsupportedValueError(f"reward must be a scalar, got shape {np.shape(reward)}")
@@ -242,14 +289,16 @@ class StepBuffer(ColumnBuffer):
         self._rewards.append(reward)
         self._terms.append(terminated)
         self._truncs.append(truncated)
-        if rec_info:
-            self._infos.append((self._n_info, rec_info))
+        if info:
+            rec_info = self._info(info, "info")
+            if rec_info:
+                self._infos.append((self._n_info, rec_info))
         self._n_info += 1
         self._n_obs = n + 1
-        self._n_steps = i + 1
+        self._n_steps = i = i + 1
         if terminated or truncated:
             self.end_episode("terminated" if terminated else "truncated")
-        return i + 1 >= self._cap or n + 1 >= self._cap_obs
+        return i >= self._limit
 
     def end_episode(self, end: str) -> None:
         """Ends the open episode (if any) with the given reason."""

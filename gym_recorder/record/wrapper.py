@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
@@ -18,8 +17,6 @@ from .session import check_settings
 from .shell import RecorderShell
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
-
-_monotonic = time.monotonic
 
 # About 5 MB per batch file: big enough that per-file costs vanish, small enough to buffer and to
 # parse when a reader fetches one episode.
@@ -205,13 +202,17 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
             if buffer.full or self._session.due():
                 self._commit_deferring()
             buffer.start_episode(result[0], result[4], None, None)
-            return result
-        obs, reward, terminated, truncated, info = result
-        # (Unpacked, not add_step(action, *result): a starred call costs several times more.)
-        if buffer.add_step(action, obs, reward, terminated, truncated, info) \
-                or _monotonic() >= self._session.deadline:
-            self._commit_deferring()
+        elif buffer.record_step(action, result):
+            self._batch_or_clock()
         return result
+
+    def _batch_or_clock(self) -> None:
+        """The buffer reported a step: commit when the batch is full or the flush interval has
+        passed, and say when to look at the clock next."""
+        session = self._session
+        if self._buffer.full or session.due():
+            self._commit_deferring()
+        self._buffer.check_after(session.clock_spacing())
 
     def close(self) -> None:
         """Ends the open episode (``end == "close"``), writes everything, closes the env.
