@@ -24,7 +24,7 @@ from ..format import exact_in
 from ..format.spaces import Layout
 from ..format.values import record_info, snapshot
 
-__all__ = ["Batch", "Segment", "StepBuffer", "snapshot", "record_info",
+__all__ = ["Batch", "Segment", "StepBuffer", "StepColumns", "snapshot", "record_info",
            "MIN_BATCH_STEPS", "MAX_BATCH_STEPS", "steps_for_target", "worth_resizing"]
 
 # Extra observation rows per batch, as a fraction of its steps, for the reset observations of the
@@ -52,38 +52,12 @@ class _Columns:
                 col.clear()
 
 
-class StepBuffer(ColumnBuffer):
-    """Buffers the steps of one environment into batches of bounded size.
+class StepColumns(ColumnBuffer):
+    """The columns of :class:`StepBuffer` (one row a step; observation rows for the resets
+    besides), their per-step fast paths, and storing a value that does not take them."""
 
-    The owner calls :meth:`start_episode` at each reset and :meth:`add_step` at each step, checks
-    :attr:`full`, and calls :meth:`take` to get the batch: finished episodes, and the open episode
-    cut into a part that continues in the next batch. Memory stays near one batch (plus the ones
-    the writer holds), whatever the episode length.
-
-    Args:
-        obs_layout: layout of the observation space.
-        act_layout: layout of the action space.
-        target_batch_bytes: aim for batches of about this many bytes.
-        record_infos: keep the info dicts.
-        info_filter: called with each non-empty info dict; returns the dict to record.
-    """
-
-    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
-                 record_infos: bool = True,
-                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
-        super().__init__(obs_layout, act_layout, target_batch_bytes, record_infos, info_filter)
-        self._open_episode: Segment | None = None
-        self._last_obs: list[Any] | None = None
-        self._last_obs_row: int | None = None  # row of the last ended episode's final obs
-        self._new_columns()
-
-    def discard(self) -> None:
-        """Forgets everything buffered and every open episode (in a forked child: the parent
-        writes them); episodes are numbered from 0 again, for a new writer."""
-        StepBuffer.__init__(self, self._obs_layout, self._act_layout, self._target,
-                            self._record_infos, self._info_filter)
-
-    # -- columns ---------------------------------------------------------------------------
+    _n_obs: int
+    _n_steps: int
 
     def _new_columns(self) -> None:
         cols = None
@@ -141,21 +115,26 @@ class StepBuffer(ColumnBuffer):
         self._check_at = self._n_steps + max(1, steps)
         self._set_limit()
 
-    @property
-    def episode_open(self) -> bool:
-        """True between an episode's start and its end."""
-        return self._open_episode is not None
+    def _put_obs(self, row: int, obs: Any) -> None:
+        """Stores an observation in its row: one numpy copy for an array of exactly the
+        column's dtype and shape (an image), else by :meth:`_store`."""
+        obs0 = self._obs0
+        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
+                and obs.shape == self._obs_shape:
+            obs0[row] = obs
+        else:
+            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, row, obs,
+                        "observation")
 
-    @property
-    def full(self) -> bool:
-        """True when the batch being filled has no room for a reset and the step after it.
-
-        (Callers check this before :meth:`start_episode`: a reset takes an observation row, and
-        the step that follows it another, so one free row is not enough.)
-        """
-        return self._n_steps >= self._cap or self._n_obs + 2 > self._cap_obs
-
-    # -- storing values ----------------------------------------------------------------------
+    def _put_action(self, row: int, action: Any) -> None:
+        """Stores an action in its row, as :meth:`_put_obs` does an observation."""
+        act0 = self._act0
+        if act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
+                and action.shape == self._act_shape:
+            act0[row] = action
+        else:
+            self._store(self._act_cols, self._act_layout, self._act_flatten, row, action,
+                        "action")
 
     def _store(self, cols: list[Any], layout: Layout, flatten: Callable[[Any], list[Any]] | None,
                row: int, value: Any, what: str) -> None:
@@ -195,6 +174,52 @@ class StepBuffer(ColumnBuffer):
                 self._act0 = None
         return rows
 
+
+class StepBuffer(StepColumns):
+    """Buffers the steps of one environment into batches of bounded size.
+
+    The owner calls :meth:`start_episode` at each reset and :meth:`add_step` at each step, checks
+    :attr:`full`, and calls :meth:`take` to get the batch: finished episodes, and the open episode
+    cut into a part that continues in the next batch. Memory stays near one batch (plus the ones
+    the writer holds), whatever the episode length.
+
+    Args:
+        obs_layout: layout of the observation space.
+        act_layout: layout of the action space.
+        target_batch_bytes: aim for batches of about this many bytes.
+        record_infos: keep the info dicts.
+        info_filter: called with each non-empty info dict; returns the dict to record.
+    """
+
+    def __init__(self, obs_layout: Layout, act_layout: Layout, target_batch_bytes: int,
+                 record_infos: bool = True,
+                 info_filter: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        super().__init__(obs_layout, act_layout, target_batch_bytes, record_infos, info_filter)
+        self._open_episode: Segment | None = None
+        self._last_obs: list[Any] | None = None
+        self._last_obs_row: int | None = None  # row of the last ended episode's final obs
+        self._new_columns()
+
+    def discard(self) -> None:
+        """Forgets everything buffered and every open episode (in a forked child: the parent
+        writes them); episodes are numbered from 0 again, for a new writer."""
+        StepBuffer.__init__(self, self._obs_layout, self._act_layout, self._target,
+                            self._record_infos, self._info_filter)
+
+    @property
+    def episode_open(self) -> bool:
+        """True between an episode's start and its end."""
+        return self._open_episode is not None
+
+    @property
+    def full(self) -> bool:
+        """True when the batch being filled has no room for a reset and the step after it.
+
+        (Callers check this before :meth:`start_episode`: a reset takes an observation row, and
+        the step that follows it another, so one free row is not enough.)
+        """
+        return self._n_steps >= self._cap or self._n_obs + 2 > self._cap_obs
+
     # -- the protocol ---------------------------------------------------------------------
 
     def start_episode(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
@@ -209,13 +234,7 @@ class StepBuffer(ColumnBuffer):
         options = snapshot(options, "reset options")
         rec_info = self._info(info, "reset info")
         n = self._n_obs
-        obs0 = self._obs0
-        if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
-                and obs.shape == self._obs_shape:
-            obs0[n] = obs
-        else:
-            self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
-                        "observation")
+        self._put_obs(n, obs)
         seg = Segment(self.episodes_started, 0, n, self._n_steps, self._n_info, seed,
                       options, sub_env, no_reset)
         self._n_obs = n + 1
@@ -251,37 +270,27 @@ class StepBuffer(ColumnBuffer):
         # Fast paths: a memoryview assignment copies a value of exactly the column's type and
         # row shape (it raises for any other, and the exact path below then decides).
         mv = self._act_mv
-        try:
-            if mv is None:
-                raise TypeError
-            k = self._act_k
-            if k:
-                mv[i * k:i * k + k] = action
-            else:
-                mv[i] = action  # (an integer column: any exact integer, range-checked)
-        except (TypeError, ValueError, BufferError, NotImplementedError):
-            act0 = self._act0
-            if act0 is not None and type(action) is np.ndarray and \
-                    action.dtype is act0.dtype and action.shape == self._act_shape:
-                act0[i] = action
-            else:
-                self._store(self._act_cols, self._act_layout, self._act_flatten, i, action,
-                            "action")
+        if mv is None:
+            self._put_action(i, action)
+        else:
+            try:
+                k = self._act_k
+                if k:
+                    mv[i * k:i * k + k] = action
+                else:
+                    mv[i] = action  # (an integer column: any exact integer, range-checked)
+            except (TypeError, ValueError, BufferError, NotImplementedError):
+                self._put_action(i, action)
         n = self._n_obs
         mv = self._obs_mv
-        try:
-            if mv is None:
-                raise TypeError
-            k = self._obs_k
-            mv[n * k:n * k + k] = obs
-        except (TypeError, ValueError, BufferError, NotImplementedError):
-            obs0 = self._obs0
-            if obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
-                    and obs.shape == self._obs_shape:
-                obs0[n] = obs
-            else:
-                self._store(self._obs_cols, self._obs_layout, self._obs_flatten, n, obs,
-                            "observation")
+        if mv is None:
+            self._put_obs(n, obs)  # (images: numpy's copy)
+        else:
+            try:
+                k = self._obs_k
+                mv[n * k:n * k + k] = obs
+            except (TypeError, ValueError, BufferError, NotImplementedError):
+                self._put_obs(n, obs)
         if type(reward) is not float:
             if np.ndim(reward) != 0:
                 raise UnsupportedValueError(f"reward must be a scalar, got shape {np.shape(reward)}")

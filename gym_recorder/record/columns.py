@@ -60,9 +60,9 @@ def row_view(col: np.ndarray | None) -> tuple[memoryview | None, int]:
         return None, 0
     try:
         if col.ndim == 1:
-            view = memoryview(col)
+            view = col.data
             return (view, 0) if view.format in _INT_FORMATS else (None, 0)
-        view = memoryview(col.reshape(-1))
+        view = col.reshape(-1).data
         k = col.shape[1]
         if len(col) and k:
             view[0:k] = view[0:k]  # (a format memoryview cannot copy raises here)
