@@ -86,10 +86,10 @@ class StepColumns(ColumnBuffer):
         self._check_at = 1  # (record_step reports a new batch's first step: see check_after)
         self._fast_paths()
         self._rewards: list[float] = []
-        self._terms: list[bool] = []
-        self._truncs: list[bool] = []
+        # (step row, terminated, truncated) of the steps that ended an episode: the only ones
+        # whose flags are not both false (a step with a flag set ends its episode)
+        self._flags: list[tuple[int, Any, Any]] = []
         self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
-        self._n_info = 0
         self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
 
     def _fast_paths(self) -> None:
@@ -116,6 +116,19 @@ class StepColumns(ColumnBuffer):
         self._set_limit()
 
     def _put_obs(self, row: int, obs: Any) -> None:
+        """Stores an observation in its row (the fast path of :meth:`StepBuffer.record_step`,
+        then :meth:`_put_obs_exact`)."""
+        mv = self._obs_mv
+        if mv is not None:
+            k = self._obs_k
+            try:
+                mv[row * k:row * k + k] = obs
+                return
+            except (TypeError, ValueError, BufferError, NotImplementedError):
+                pass
+        self._put_obs_exact(row, obs)
+
+    def _put_obs_exact(self, row: int, obs: Any) -> None:
         """Stores an observation in its row: one numpy copy for an array of exactly the
         column's dtype and shape (an image), else by :meth:`_store`."""
         obs0 = self._obs0
@@ -127,7 +140,7 @@ class StepColumns(ColumnBuffer):
                         "observation")
 
     def _put_action(self, row: int, action: Any) -> None:
-        """Stores an action in its row, as :meth:`_put_obs` does an observation."""
+        """Stores an action in its row, as :meth:`_put_obs_exact` does an observation."""
         act0 = self._act0
         if act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
                 and action.shape == self._act_shape:
@@ -231,17 +244,17 @@ class StepBuffer(StepColumns):
 
     def _begin(self, obs: Any, info: dict[str, Any], seed: int | None, options: Any,
                sub_env: int | None, no_reset: bool) -> None:
-        options = snapshot(options, "reset options")
-        rec_info = self._info(info, "reset info")
+        if options is not None:
+            options = snapshot(options, "reset options")
+        rec_info = self._info(info, "reset info") if info else None
         n = self._n_obs
         self._put_obs(n, obs)
-        seg = Segment(self.episodes_started, 0, n, self._n_steps, self._n_info, seed,
+        seg = Segment(self.episodes_started, 0, n, self._n_steps, n, seed,
                       options, sub_env, no_reset)
         self._n_obs = n + 1
         self._limit = min(self._cap, self._cap_obs - (n + 1 - self._n_steps), self._check_at)
         if rec_info:
-            self._infos.append((self._n_info, rec_info))
-        self._n_info += 1
+            self._infos.append((n, rec_info))  # (info rows are observation rows)
         self.episodes_started += 1
         self._open_episode = seg
 
@@ -284,30 +297,28 @@ class StepBuffer(StepColumns):
         n = self._n_obs
         mv = self._obs_mv
         if mv is None:
-            self._put_obs(n, obs)  # (images: numpy's copy)
+            self._put_obs_exact(n, obs)  # (images: numpy's copy)
         else:
             try:
                 k = self._obs_k
                 mv[n * k:n * k + k] = obs
             except (TypeError, ValueError, BufferError, NotImplementedError):
-                self._put_obs(n, obs)
+                self._put_obs_exact(n, obs)
         if type(reward) is not float:
             if np.ndim(reward) != 0:
                 raise UnsupportedValueError(f"reward must be a scalar, got shape {np.shape(reward)}")
             reward = float(reward)
         self._rewards.append(reward)
-        self._terms.append(terminated)
-        self._truncs.append(truncated)
         if info:
             rec_info = self._info(info, "info")
             if rec_info:
-                self._infos.append((self._n_info, rec_info))
-        self._n_info += 1
+                self._infos.append((n, rec_info))
         self._n_obs = n + 1
-        self._n_steps = i = i + 1
+        self._n_steps = i + 1
         if terminated or truncated:
+            self._flags.append((i, terminated, truncated))
             self.end_episode("terminated" if terminated else "truncated")
-        return i >= self._limit
+        return i + 1 >= self._limit
 
     def end_episode(self, end: str) -> None:
         """Ends the open episode (if any) with the given reason."""
@@ -337,8 +348,16 @@ class StepBuffer(StepColumns):
     def _close_segment(self, seg: Segment) -> None:
         seg.obs1 = self._n_obs
         seg.step1 = self._n_steps
-        seg.info1 = self._n_info
+        seg.info1 = self._n_obs
         self._segments.append(seg)
+
+    def _flag_columns(self, steps: int) -> tuple[np.ndarray, np.ndarray]:
+        terms = np.zeros(steps, np.bool_)
+        truncs = np.zeros(steps, np.bool_)
+        for i, terminated, truncated in self._flags:
+            terms[i] = bool(terminated)
+            truncs[i] = bool(truncated)
+        return terms, truncs
 
     def take(self) -> Batch | None:
         """Returns everything buffered as a batch (None if empty) and starts a new batch.
@@ -366,8 +385,8 @@ class StepBuffer(StepColumns):
         batch = Batch(
             self._segments,
             [c[:n_obs] for c in cols.obs], [c[:n_steps] for c in cols.act],
-            np.array(self._rewards, dtype=np.float64), np.array(self._terms, dtype=np.bool_),
-            np.array(self._truncs, dtype=np.bool_), self._infos, steps, release)
+            np.array(self._rewards, dtype=np.float64), *self._flag_columns(steps), self._infos,
+            steps, release)
         if open_seg is not None:
             self._remember_last_obs()  # the cut episode's last row is in this batch
         elif self._last_obs_row is not None:
