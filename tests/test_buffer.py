@@ -1,4 +1,4 @@
-"""gym_recorder.record.buffer and gym_recorder.record.vector_buffer on their own: batches cut at capacity,
+"""gym_recorder.record.buffer, record.vector_buffer and record.vector_columns on their own: batches cut at capacity,
 episode parts, resizing, and values outside the space, on real envs (no writer, no files)."""
 
 import warnings
