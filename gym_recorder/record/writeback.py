@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 __all__ = ["WRITEBACK_POLICIES", "DEFAULT_WRITEBACK", "WRITE_MODES", "DEFAULT_WRITE_MODE",
-           "Writeback", "TempNames", "Gathered", "put_file", "write_buffers"]
+           "Writeback", "TempNames", "Gathered", "put_file", "write_buffers", "AutoMode"]
 
 # What the writer does with the page cache a .bin leaves behind (see Writeback):
 # "keep": nothing (written back by the kernel when it likes, fsynced at flush and close);
@@ -38,7 +38,9 @@ DEFAULT_WRITEBACK = "lazy-drop"
 # "handoff": a background thread that, while it writes a batch, shortens the interpreter's switch
 # interval (sys.setswitchinterval) so that it gets the GIL back after each system call within
 # HANDOFF_SWITCH_INTERVAL instead of 5 ms, when the stepping thread holds the GIL in C (ALE).
-WRITE_MODES = ("thread", "inline", "handoff")
+# "auto": the thread while it keeps up; written inline while the stepping thread would only wait
+# for it anyway (see AutoMode).
+WRITE_MODES = ("thread", "inline", "handoff", "auto")
 DEFAULT_WRITE_MODE = "thread"
 HANDOFF_SWITCH_INTERVAL = 1e-4
 
@@ -200,3 +202,47 @@ class SwitchInterval:
             cls._active -= 1
             if cls._active == 0:
                 sys.setswitchinterval(cls._saved)
+
+
+class AutoMode:
+    """The "auto" write mode's choice, batch by batch: hand the batch to the writer thread, or
+    write it in the stepping thread.
+
+    The thread helps when it writes while the env steps; it does not when the stepping thread
+    ends up waiting for it in ``submit()`` (the disk or the page cache is the bound: writing
+    5 MB takes longer than making 5 MB of cheap frames), or when it cannot run beside the env
+    (an env that holds the GIL while it steps, or a machine whose cores are busy): then the
+    stepping thread pays the writes anyway, plus the thread's hand-overs. So: in thread mode,
+    every PROBE_BATCHES batches, the mean time ``submit()`` blocked per batch is compared with
+    the mean time an inline write took (or, before any, with BLOCKED_PER_BATCH); beyond it,
+    batches are written inline for INLINE_BATCHES batches, then the thread is tried again.
+    """
+
+    PROBE_BATCHES = 6
+    INLINE_BATCHES = 16
+    BLOCKED_PER_BATCH = 1e-3  # seconds; before an inline write was measured
+
+    def __init__(self) -> None:
+        self.inline = False
+        self._count = 0
+        self._seconds = 0.0
+        self._inline_mean: float | None = None
+
+    def took(self, seconds: float) -> None:
+        """Called after each batch with the seconds ``submit()`` took for it (blocked in thread
+        mode, writing in inline mode)."""
+        self._count += 1
+        self._seconds += seconds
+        if self.inline:
+            if self._count >= self.INLINE_BATCHES:
+                self._inline_mean = self._seconds / self._count
+                self._switch(False)
+        elif self._count >= self.PROBE_BATCHES:
+            blocked = self._seconds / self._count
+            limit = self.BLOCKED_PER_BATCH if self._inline_mean is None else self._inline_mean / 2
+            self._switch(blocked > limit)
+
+    def _switch(self, inline: bool) -> None:
+        self.inline = inline
+        self._count = 0
+        self._seconds = 0.0

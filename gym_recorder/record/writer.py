@@ -28,7 +28,7 @@ from .batch import Batch
 from .encode import BatchEncoder
 from . import writeback as io
 from .writeback import (DEFAULT_WRITE_MODE, DEFAULT_WRITEBACK, WRITE_MODES, WRITEBACK_POLICIES,
-                        Gathered, SwitchInterval, TempNames, Writeback)
+                        AutoMode, Gathered, SwitchInterval, TempNames, Writeback)
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
 from ..format.codecs import Codec
 from ..format import (RAW_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
@@ -149,6 +149,7 @@ class BatchWriter:
         self._closed = False
         self._inline = WRITE_MODE == "inline"
         self._handoff = WRITE_MODE == "handoff"
+        self._auto = AutoMode() if WRITE_MODE == "auto" else None
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
         if not self._inline:
@@ -175,13 +176,21 @@ class BatchWriter:
                 self._raise_pending()
         if self._inline:
             self._write_inline(first, batch)
-        else:
+        elif self._auto is None:
             self._queue.put((first, batch))
+        else:
+            start = time.monotonic()
+            if self._auto.inline:
+                self._queue.join()  # (batches are written in order)
+                self._write_inline(first, batch)
+            else:
+                self._queue.put((first, batch))
+            self._auto.took(time.monotonic() - start)
 
     def _write_inline(self, first: int, batch: Batch) -> None:
         """Writes a batch in the caller's thread (WRITE_MODE "inline"), committing as the
         thread would; errors are raised now, the batch kept as the thread would keep it."""
-        with self._lock:
+        with self._lock, self._commit_lock:  # (the thread may be committing: "auto")
             try:
                 self._write_batch(first, batch)
             except OSError as e:
