@@ -113,7 +113,8 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
         info_filter: called with each non-empty info dict, returns the dict to record (e.g. to
             leave out values the format cannot store).
         flush_interval: commit buffered steps at least every this many seconds (checked at each
-            step and reset); None for no time bound.
+            reset, and while stepping about 100 times an interval: every step of a slow env);
+            None for no time bound.
         fsync: make every batch durable (fsync) before committing it, so it survives a power
             loss; otherwise data is fsynced at ``flush()`` and ``close()``.
         compression: None (raw arrays, format version 1), ``"zstd"`` or a
