@@ -1,4 +1,4 @@
-"""gym_recorder.record.buffer and gym_recorder.record.vector_buffer on their own: batches cut at capacity,
+"""gym_recorder.record.buffer, record.vector_buffer and record.vector_columns on their own: batches cut at capacity,
 episode parts, resizing, and values outside the space, on real envs (no writer, no files)."""
 
 import warnings
@@ -166,3 +166,32 @@ def test_vector_buffer_shares_the_sizing_and_cuts_at_capacity():
     vec.observe_batch_bytes(24_000, rows * n)
     vec.take()
     assert vec.capacity == max(1, steps_for_target(6_000, 24_000 / (rows * n)) // n) < rows
+
+
+def test_fast_paths_take_only_exact_values():
+    """The per-step copy through a memoryview (rows of one dimension, integer actions) takes a
+    value of exactly the column's dtype and shape; anything else goes the exact way."""
+    env = gym.make("CartPole-v1")
+    buf = StepBuffer(*layouts(env), target_batch_bytes=1 << 20)
+    obs, _ = env.reset(seed=0)
+    buf.start_episode(obs, {}, 0, None)
+    steps = [(np.int64(1), obs + 1), (True, (obs + 2).astype(np.float32)),
+             (np.int32(0), np.arange(8, dtype=np.float32)[::2]), (np.array(1), obs + 4)]
+    for action, o in steps:
+        assert buf.record_step(action, (o, 1.0, False, False, {})) in (True, False)
+    with pytest.warns(OutsideSpaceWarning, match="dtype float64 does not fit"):
+        buf.record_step(0, (obs.astype(np.float64) + 0.1, 1.0, False, False, {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (warned once per leaf: the observation's was)
+        buf.record_step(1, (np.zeros((2, 2), np.float32), 1.0, False, False, {}))
+    with pytest.warns(OutsideSpaceWarning, match="dtype float64 does not fit"):
+        buf.record_step(1.5, (obs, 1.0, False, True, {}))
+    batch = buf.take()
+    (col,), (act,) = batch.observations, batch.actions
+    assert type(col) is list and len(col) == 8  # turned into values at the odd shape
+    for row, (_, o) in zip(col[1:], steps):
+        np.testing.assert_array_equal(row, o)
+    assert col[1].dtype == np.float64  # the rows written before were widened exactly
+    np.testing.assert_array_equal(col[5], obs.astype(np.float64) + 0.1)
+    assert col[6].shape == (2, 2)
+    assert act.dtype == np.float64 and act.tolist() == [1, 1, 0, 1, 0, 1, 1.5]

@@ -48,33 +48,22 @@ CHILD = textwrap.dedent("""
     interval = None if interval == "none" else float(interval)
     write_delay, step_sleep = float(write_delay), float(step_sleep)
 
-    get_fileobject, write_batch = w._NoSyncWriter.get_fileobject, w.BatchWriter._write_batch
+    import gym_recorder.record.writeback as wb
+    write_buffers, write_batch = wb.write_buffers, w.BatchWriter._write_batch
 
-    class SlowFile:  # slower writes: kills often land in the middle of a batch
-        def __init__(self, f):
-            self._f = f
-        def write(self, data):
-            n = self._f.write(data)
+    def slow_write_buffers(fd, buffers, path):  # slower writes: kills land mid-batch more often
+        if not (write_delay and path.endswith(".bin")):
+            return write_buffers(fd, buffers, path)
+        for data in buffers:
+            write_buffers(fd, [data], path)
             time.sleep(write_delay)
-            return n
-        def __enter__(self):
-            self._f.__enter__()
-            return self
-        def __exit__(self, *exc_info):
-            return self._f.__exit__(*exc_info)
-        def __getattr__(self, name):
-            return getattr(self._f, name)
-
-    def slow_get_fileobject(atomic, **kwargs):
-        f = get_fileobject(atomic, **kwargs)
-        return SlowFile(f) if write_delay and atomic._path.endswith(".bin") else f
 
     def marked_write_batch(writer, first, batch):
         os.write(2, b"B%d\\n" % first)
         write_batch(writer, first, batch)
         os.write(2, b"E%d\\n" % first)
 
-    w._NoSyncWriter.get_fileobject = slow_get_fileobject
+    wb.write_buffers = slow_write_buffers
     w.BatchWriter._write_batch = marked_write_batch
     env = RecordingWrapper(ImageEnv(height=size, width=size, episode_length=length), directory,
                            target_batch_bytes=target, flush_interval=interval)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
+from gym_recorder.record import writeback as writeback_module
 from gym_recorder.record import writer as writer_module
 from gym_recorder.errors import WriteError
 from gym_recorder.integrity import verify
@@ -22,31 +23,6 @@ SIZE = 8  # 192-byte frames; with a 2 kB target a batch is written every ~10 ste
 TEMP_RE = re.compile(r"tmp[a-z0-9_]{8}")
 
 
-class _FailingFile:
-    """A file object whose writes fail once the fault is switched on (after writing a little)."""
-
-    def __init__(self, f, faults: "Faults") -> None:
-        self._f = f
-        self._faults = faults
-
-    def write(self, data) -> int:
-        if self._faults.bin_error is not None:
-            self._f.write(bytes(memoryview(data)[:16]))  # a partial write, then the disk is full
-            self._faults.raised += 1
-            raise self._faults.bin_error
-        return self._f.write(data)
-
-    def __enter__(self):
-        self._f.__enter__()
-        return self
-
-    def __exit__(self, *exc_info):
-        return self._f.__exit__(*exc_info)
-
-    def __getattr__(self, name):
-        return getattr(self._f, name)
-
-
 class Faults:
     """Switchable faults in the writer's file writes, installed with monkeypatch."""
 
@@ -55,20 +31,23 @@ class Faults:
         self.commit_error: OSError | None = None  # raised instead of renaming a .json into place
         self.manifest_error: OSError | None = None
         self.raised = 0
-        get_fileobject = writer_module._NoSyncWriter.get_fileobject
-        commit = writer_module._NoSyncWriter.commit
+        write_buffers = writeback_module.write_buffers
+        rename = writeback_module.rename_into_place
         write_manifest = writer_module.BatchWriter._write_manifest
         faults = self
 
-        def faulty_get_fileobject(atomic, **kwargs):
-            f = get_fileobject(atomic, **kwargs)
-            return _FailingFile(f, faults) if atomic._path.endswith(".bin") else f
+        def faulty_write_buffers(fd, buffers, path):
+            if faults.bin_error is not None and path.endswith(".bin"):
+                os.write(fd, bytes(memoryview(buffers[0]).cast("B")[:16]))  # a partial write,
+                faults.raised += 1  # then the disk is full
+                raise faults.bin_error
+            return write_buffers(fd, buffers, path)
 
-        def faulty_commit(atomic, f):
-            if faults.commit_error is not None and atomic._path.endswith(".json"):
+        def faulty_rename(temp, path):
+            if faults.commit_error is not None and path.endswith(".json"):
                 faults.raised += 1
                 raise faults.commit_error
-            return commit(atomic, f)
+            return rename(temp, path)
 
         def faulty_manifest(batch_writer):
             if faults.manifest_error is not None and batch_writer._manifest["batches"]:
@@ -76,8 +55,8 @@ class Faults:
                 raise faults.manifest_error
             return write_manifest(batch_writer)
 
-        monkeypatch.setattr(writer_module._NoSyncWriter, "get_fileobject", faulty_get_fileobject)
-        monkeypatch.setattr(writer_module._NoSyncWriter, "commit", faulty_commit)
+        monkeypatch.setattr(writeback_module, "write_buffers", faulty_write_buffers)
+        monkeypatch.setattr(writeback_module, "rename_into_place", faulty_rename)
         monkeypatch.setattr(writer_module.BatchWriter, "_write_manifest", faulty_manifest)
 
     def clear(self) -> None:

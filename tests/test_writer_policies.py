@@ -70,3 +70,33 @@ def test_inline_write_error_is_deferred_to_the_next_call(tmp_path, monkeypatch, 
     assert temp_files(tmp_path) == [] and verify(tmp_path) == []
     with RecordingReader(tmp_path, verify=True) as reader:
         np.testing.assert_array_equal(reader[0].observations, np.stack(frames))
+
+
+def test_auto_mode_switches_between_thread_and_inline_and_keeps_the_order(
+        tmp_path, policy, monkeypatch):
+    """The "auto" write mode writes inline while the stepping thread would wait for the thread
+    (here: always, by the threshold), and tries the thread again; the batches stay in order."""
+    from gym_recorder.record.writeback import AutoMode
+
+    policy("lazy-drop", "auto")
+    monkeypatch.setattr(AutoMode, "BLOCKED_PER_BATCH", -1.0)  # any wait counts: go inline
+    monkeypatch.setattr(AutoMode, "PROBE_BATCHES", 2)
+    monkeypatch.setattr(AutoMode, "INLINE_BATCHES", 3)
+    modes = []
+    took = AutoMode.took
+
+    def noted(self, seconds):
+        modes.append(self.inline)
+        took(self, seconds)
+
+    monkeypatch.setattr(AutoMode, "took", noted)
+    with RecordingWrapper(ImageEnv(height=16, width=16, episode_length=300), tmp_path,
+                          target_batch_bytes=8_000) as env:
+        frames = _play(env, 250)
+    assert True in modes and modes.index(True) == 2  # two thread batches, then inline
+    assert False in modes[2:]  # and the thread again
+    assert verify(tmp_path) == []
+    with RecordingReader(tmp_path, verify=True) as reader:
+        assert len(reader.batches()) > 10
+        # (one episode over every batch: its parts join only in the order they were written)
+        np.testing.assert_array_equal(reader[0].observations, frames)

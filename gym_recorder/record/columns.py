@@ -20,7 +20,7 @@ from ..format import exact_in
 from ..format.spaces import ArrayLeaf, Layout
 from ..format.values import record_info
 
-__all__ = ["ColumnBuffer", "steps_for_target", "worth_resizing", "MIN_BATCH_STEPS",
+__all__ = ["ColumnBuffer", "steps_for_target", "worth_resizing", "row_view", "MIN_BATCH_STEPS",
            "MAX_BATCH_STEPS"]
 
 # A batch buffers at least this many steps, so that tiny targets or huge frames still make progress.
@@ -44,6 +44,35 @@ def steps_for_target(target_bytes: int, bytes_per_step: float) -> int:
 def worth_resizing(current: int, new: int) -> bool:
     """True when a batch size estimate moved by more than a quarter (so columns are reused)."""
     return abs(new - current) * 4 > current
+
+
+def row_view(col: np.ndarray | None) -> tuple[memoryview | None, int]:
+    """A memoryview through which a step's value is copied into a row of ``col`` (the fast path
+    of recording a step), and the row's length in items; (None, 0) when there is none.
+
+    For a column of 1-D rows, the view is the flat column: ``view[r * k:r * k + k] = value``
+    copies a value of exactly the column's dtype (buffer format) and row shape, and raises
+    (ValueError, TypeError) for any other. For a column of integer scalars, the length is 0 and
+    ``view[r] = value`` stores any exact integer in range, and raises for anything else.
+    Columns of other rows (images: numpy's own copy is as fast) have no view.
+    """
+    if col is None or col.ndim not in (1, 2) or not col.flags.c_contiguous:
+        return None, 0
+    try:
+        if col.ndim == 1:
+            view = col.data
+            return (view, 0) if view.format in _INT_FORMATS else (None, 0)
+        view = col.reshape(-1).data
+        k = col.shape[1]
+        if len(col) and k:
+            view[0:k] = view[0:k]  # (a format memoryview cannot copy raises here)
+        return (view, k) if k else (None, 0)
+    except (TypeError, ValueError, BufferError, NotImplementedError):
+        return None, 0
+
+
+# memoryview formats of integer scalars ("?" stores any object's truth value: left out).
+_INT_FORMATS = frozenset("bBhHiIlLqQ")
 
 
 def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:

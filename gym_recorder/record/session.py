@@ -22,6 +22,12 @@ from .writer import BatchWriter
 
 __all__ = ["RecordingSession", "check_options"]
 
+# While steps are recorded, a wrapper looks at the clock about this many times per flush interval
+# (every step for a slow env; every few thousand steps for a fast one, where a clock read per step
+# would be a measurable share of the recorder's cost).
+CLOCK_CHECKS_PER_INTERVAL = 100
+MAX_CLOCK_SPACING = 4096  # steps between two looks at the clock, at most
+
 
 def check_options(directory: Any, target_batch_bytes: Any, flush_interval: Any) -> None:
     """Checks the constructor arguments both wrappers share, before any I/O.
@@ -109,6 +115,8 @@ class RecordingSession:
         if not lazy:
             self._new_writer(file_prefix)
         self.deadline = time.monotonic() + self._interval
+        self._last_look = self.deadline - self._interval
+        self._spacing = 1
         self.closed = False
         _LIVE.add(self)
 
@@ -157,6 +165,21 @@ class RecordingSession:
     def due(self) -> bool:
         """True when the flush interval has passed since the last commit."""
         return time.monotonic() >= self.deadline
+
+    def clock_spacing(self) -> int:
+        """Steps to record before the clock is looked at again: doubled while looks come less
+        than half the aimed gap apart (the flush interval / CLOCK_CHECKS_PER_INTERVAL), cut in
+        proportion when they come further apart, so a slow env's steps are each checked."""
+        now = time.monotonic()
+        gap, self._last_look = now - self._last_look, now
+        aim = self._interval / CLOCK_CHECKS_PER_INTERVAL
+        spacing = self._spacing
+        if gap * 2 < aim:
+            spacing = min(spacing * 2, MAX_CLOCK_SPACING)
+        elif gap > aim:
+            spacing = max(1, int(spacing * aim / gap))
+        self._spacing = spacing
+        return spacing
 
     def commit(self) -> None:
         """Hands everything buffered to the writer as a batch.

@@ -1,8 +1,9 @@
 """Vector-env buffering: the steps of ``num_envs`` sub-environments, into batches of columns.
 
 :class:`VectorStepBuffer` is the vector front end of :class:`~gym_recorder.record.columns.ColumnBuffer`
-(in :mod:`~gym_recorder.record.columns`: the layouts, sizing, column allocation and the fit rule both buffers share). It copies the whole
-``(num_envs, ...)`` observation, action, reward and flag arrays of a vector step into
+(in :mod:`~gym_recorder.record.columns`: the layouts, sizing, column allocation and the fit rule
+both buffers share; in :mod:`~gym_recorder.record.vector_columns`: a vector buffer's columns and
+storing values into them). It copies the whole ``(num_envs, ...)`` observation, action, reward and flag arrays of a vector step into
 preallocated columns with one numpy assignment each (row ``r`` of the batch, sub-env ``i`` at
 flat row ``r * num_envs + i``), stores the id of the episode segment each sub-env's row belongs
 to (or -1) in a small integer array, and does per-sub-env Python work only when an episode starts
@@ -20,32 +21,20 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .vector_rows import vector_segment
-from .columns import ColumnBuffer
-from .vector_rows import entries, flat, group_rows, single_leaves, vector_leaves
+from .vector_columns import (DISABLED, EXTRA_ROWS_FRACTION, EXTRA_ROWS_MIN, EXTRA_SLOTS_PER_STEP,
+                             NEXT_STEP, SAME_STEP, VectorColumns)
+from .vector_rows import entries, group_rows, single_leaves, vector_leaves, vector_segment
 from ..errors import RecorderError, ResetNeeded
-from ..format import exact_in
-from ..format.spaces import ArrayLeaf, Layout
+from ..format.spaces import Layout
 from ..format.values import snapshot
 
-__all__ = ["VectorStepBuffer", "NEXT_STEP", "SAME_STEP", "DISABLED"]
+__all__ = ["VectorStepBuffer", "NEXT_STEP", "SAME_STEP", "DISABLED", "EXTRA_ROWS_FRACTION",
+           "EXTRA_ROWS_MIN", "EXTRA_SLOTS_PER_STEP"]
 
-# The autoreset modes, as the manifest's "vector" field names them (AutoresetMode values).
-NEXT_STEP = "NextStep"
-SAME_STEP = "SameStep"
-DISABLED = "Disabled"
 _MODES = (NEXT_STEP, SAME_STEP, DISABLED)
-# Observation slots beside the step rows, for observations that are not a step's returned one:
-# SAME_STEP final observations and the first observation of "no_reset" episodes. Per sub-env, a
-# fraction of the batch's rows (at least EXTRA_ROWS_MIN); a batch also ends when they run out.
-EXTRA_ROWS_FRACTION = 0.25
-EXTRA_ROWS_MIN = 8
-# One vector step uses at most this many extra slots per sub-env (a no_reset start and a final
-# observation), so a batch is full when fewer than this many per sub-env are left.
-EXTRA_SLOTS_PER_STEP = 2
 
 
-class VectorStepBuffer(ColumnBuffer):
+class VectorStepBuffer(VectorColumns):
     """Buffers the steps of a vector of ``num_envs`` environments into batches of bounded size.
 
     No I/O and no Gymnasium here: the wrapper hands in the vector arrays and per-sub-env infos,
@@ -91,36 +80,6 @@ class VectorStepBuffer(ColumnBuffer):
 
     # -- columns ---------------------------------------------------------------------------
 
-    def _alloc(self) -> None:
-        n, rows = self.num_envs, self._capacity
-        self._cap = rows
-        extra = 0 if self.mode == NEXT_STEP else n * max(EXTRA_ROWS_MIN,
-                                                          int(rows * EXTRA_ROWS_FRACTION))
-        self._extra_cap = extra
-        # (A leaf that does not stack: an object array, filled with one value a row.)
-        self._obs_cols = self._alloc_leaves(self._obs_layout, rows * n + extra,
-                                            lambda: np.empty(rows * n + extra, object))
-        self._act_cols = self._alloc_leaves(self._act_layout, rows * n,
-                                            lambda: np.empty(rows * n, object))
-        self._rew = np.empty(rows * n, np.float64)
-        self._term = np.empty(rows * n, np.bool_)
-        self._trunc = np.empty(rows * n, np.bool_)
-        # [r, i]: the batch segment whose transition row r of sub-env i is, or -1 (none).
-        self._segid = np.full((rows, n), -1, np.int32)
-        for side, j in self._values_leaves:  # leaves that went outside their space
-            cols, length = (self._obs_cols, rows * n + extra) if side == "obs" \
-                else (self._act_cols, rows * n)
-            cols[j] = np.empty(length, object)
-        self._obs0 = self._obs_cols[0] if self._obs_layout.single and \
-            ("obs", 0) not in self._values_leaves else None
-        self._act0 = self._act_cols[0] if self._act_layout.single and \
-            ("act", 0) not in self._values_leaves else None
-        self._obs_vshape = (n, *self._obs_layout.leaves[0].shape) if self._obs0 is not None and \
-            isinstance(self._obs_layout.leaves[0], ArrayLeaf) else None
-        self._act_vshape = (n, *self._act_layout.leaves[0].shape) if self._act0 is not None and \
-            isinstance(self._act_layout.leaves[0], ArrayLeaf) else None
-        self._new_batch()
-
     def _new_batch(self) -> None:
         self._row = 0
         self._extra_used = 0
@@ -129,88 +88,6 @@ class VectorStepBuffer(ColumnBuffer):
         self._step_infos: list[tuple[int, dict[str, Any]]] = []  # (flat row, info) in row order
         for seg in sorted((s for s in self._segs if s is not None), key=lambda s: s.episode):
             self._add_segment(seg)
-
-    @property
-    def full(self) -> bool:
-        """True when the batch being filled has no room for another vector step or reset."""
-        return self._row >= self._cap or (
-            self._extra_cap > 0
-            and self._extra_used + EXTRA_SLOTS_PER_STEP * self.num_envs > self._extra_cap)
-
-    # -- values --------------------------------------------------------------------------------
-
-    def _put(self, cols: list[Any], j: int, index: Any, v: Any) -> None:
-        """Stores ``v`` at ``index`` (a slice of ``num_envs`` rows, or one extra slot) of leaf
-        column ``j``, fitting it by the rule both buffers share (``ColumnBuffer._fit``)."""
-        col = cols[j]
-        rows = type(index) is slice
-        if not col.dtype.hasobject:
-            if type(v) is not np.ndarray or v.dtype != col.dtype or \
-                    (v.shape[1:] if rows else v.shape) != col.shape[1:]:
-                what = "observation" if cols is self._obs_cols else "action"
-                fitted = self._fit(cols, j, v, v.shape[1:] if rows else getattr(v, "shape", ()),
-                                   lambda dtype: self._written_exact_in(col, index, dtype), what)
-                col = self._to_values(cols, j, index) if fitted is None else fitted
-        if not col.dtype.hasobject:
-            col[index] = v
-        elif rows:
-            for k, x in enumerate(v):
-                col[index.start + k] = x.copy() if type(x) is np.ndarray else x
-        else:
-            col[index] = v if type(v) is not np.ndarray or v.ndim else v[()]
-
-    def _to_values(self, cols: list[Any], j: int, index: Any) -> np.ndarray:
-        """Turns array column ``j`` into an object column of one value a row (the rows written
-        so far kept), for this batch and every later one."""
-        col = cols[j]
-        values = np.empty(len(col), object)
-        n = self.num_envs
-        written = list(range(self._row * n))
-        if len(col) > self._cap * n:
-            k = self._extra_used - (0 if type(index) is slice else 1)  # (the slot being put)
-            written += range(self._cap * n, self._cap * n + max(k, 0))
-        for r in written:
-            values[r] = col[r].copy() if col.ndim > 1 else col[r]
-        cols[j] = values
-        side = "obs" if cols is self._obs_cols else "act"
-        self._values_leaves.add((side, j))
-        if j == 0 and side == "obs":
-            self._obs0 = None
-        elif j == 0:
-            self._act0 = None
-        return values
-
-    def _written_exact_in(self, col: np.ndarray, index: Any, dtype: np.dtype[Any]) -> bool:
-        """True when the rows of ``col`` written so far keep their values in ``dtype`` (rows not
-        written yet hold garbage; the extra slots of final observations follow the rows)."""
-        n = self.num_envs
-        written = [col[:self._row * n]]
-        if len(col) > self._cap * n:
-            k = self._extra_used - (0 if type(index) is slice else 1)  # (the slot being put)
-            written.append(col[self._cap * n:self._cap * n + max(k, 0)])
-        return all(exact_in(w, dtype) for w in written)
-
-    def _write_rows(self, cols: list[Any], leaves: list[Any], base: int) -> None:
-        end = base + self.num_envs
-        for j, v in enumerate(leaves):
-            self._put(cols, j, slice(base, end), v)
-
-    def _put_extra(self, leaves: list[Any]) -> int:
-        slot = self._cap * self.num_envs + self._extra_used
-        self._extra_used += 1
-        for j, v in enumerate(leaves):
-            self._put(self._obs_cols, j, slot, v)
-        return slot
-
-    def _infos(self, infos: dict[int, dict[str, Any]] | None, what: str) -> dict[int, dict[str, Any]]:
-        if not infos or not self._record_infos:
-            return {}
-        out = {}
-        for i, info in infos.items():
-            rec = self._info(info, f"{what} of sub-env {i}")
-            if rec:
-                out[i] = rec
-        return out
 
     # -- episodes ------------------------------------------------------------------------------
 
@@ -300,25 +177,8 @@ class VectorStepBuffer(ColumnBuffer):
         r = self._row
         base = r * n
         # Check and prepare everything first, so that an error leaves the buffer unchanged.
-        obs0 = self._obs0
-        fast_obs = obs0 is not None and type(obs) is np.ndarray and obs.dtype is obs0.dtype \
-            and obs.shape == self._obs_vshape
-        obs_leaves = None if fast_obs else vector_leaves(
-            obs, self._obs_flatten, self._obs_layout, n, "observation")
-        act0 = self._act0
-        fast_act = act0 is not None and type(action) is np.ndarray and action.dtype is act0.dtype \
-            and action.shape == self._act_vshape
-        act_leaves = None if fast_act else vector_leaves(
-            action, self._act_flatten, self._act_layout, n, "action")
-        nshape = self._nshape
-        if type(reward) is not np.ndarray or reward.shape != nshape:
-            reward = flat(reward, n, "reward", np.float64)
-        if type(terminated) is not np.ndarray or terminated.dtype != np.bool_ or \
-                terminated.shape != nshape:
-            terminated = flat(terminated, n, "terminated", np.bool_)
-        if type(truncated) is not np.ndarray or truncated.dtype != np.bool_ or \
-                truncated.shape != nshape:
-            truncated = flat(truncated, n, "truncated", np.bool_)
+        obs_leaves, act_leaves, reward, terminated, truncated = self._step_values(
+            action, obs, reward, terminated, truncated)
         rec = self._infos(infos, "info") if infos else None
         open_ = self._open
         done = terminated | truncated
@@ -339,19 +199,8 @@ class VectorStepBuffer(ColumnBuffer):
             for i in np.flatnonzero(~open_).tolist():
                 if self._last_obs[i] is None:
                     raise ResetNeeded(f"sub-env {i} was stepped before it was ever reset")
-        # Store the step: one assignment per column.
-        end = base + n
-        if obs_leaves is not None:
-            self._write_rows(self._obs_cols, obs_leaves, base)
-        elif obs0 is not None:  # (always, on the fast path)
-            obs0[base:end] = obs
-        if act_leaves is not None:
-            self._write_rows(self._act_cols, act_leaves, base)
-        elif act0 is not None:
-            act0[base:end] = action
-        self._rew[base:end] = reward
-        self._term[base:end] = terminated
-        self._trunc[base:end] = truncated
+        self._store_step(base, obs_leaves, obs, act_leaves, action, reward, terminated,
+                         truncated)
         self._row = r + 1
         if mode == NEXT_STEP:
             # The row belongs to the sub-envs' open episodes; a sub-env without one is in a
@@ -418,14 +267,7 @@ class VectorStepBuffer(ColumnBuffer):
         ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
         steps_idx, obs_idx, step_off, obs_off, first = group_rows(ids_flat, segs)
 
-        def gather(col: np.ndarray, idx: np.ndarray) -> Any:
-            return col[idx].tolist() if col.dtype.hasobject else col[idx]
-
-        obs_g = [gather(c, obs_idx) for c in self._obs_cols]
-        act_g = [gather(c, steps_idx) for c in self._act_cols]
-        rew_g = self._rew[steps_idx]
-        term_g = self._term[steps_idx]
-        trunc_g = self._trunc[steps_idx]
+        obs_g, act_g, rew_g, term_g, trunc_g = self._gather(obs_idx, steps_idx)
         seg_infos: list[list[tuple[int, dict[str, Any]]]] = [
             [(0, s.reset_info)] if s.reset_info else [] for s in segs]
         if self._step_infos:

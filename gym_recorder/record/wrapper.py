@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
 from collections.abc import Callable
 from typing import Any, SupportsFloat
 
@@ -18,8 +17,6 @@ from .session import check_settings
 from .shell import RecorderShell
 
 __all__ = ["RecordingWrapper", "DEFAULT_TARGET_BATCH_BYTES", "DEFAULT_FLUSH_INTERVAL"]
-
-_monotonic = time.monotonic
 
 # About 5 MB per batch file: big enough that per-file costs vanish, small enough to buffer and to
 # parse when a reader fetches one episode.
@@ -116,7 +113,8 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
         info_filter: called with each non-empty info dict, returns the dict to record (e.g. to
             leave out values the format cannot store).
         flush_interval: commit buffered steps at least every this many seconds (checked at each
-            step and reset); None for no time bound.
+            reset, and while stepping about 100 times an interval: every step of a slow env);
+            None for no time bound.
         fsync: make every batch durable (fsync) before committing it, so it survives a power
             loss; otherwise data is fsynced at ``flush()`` and ``close()``.
         compression: None (raw arrays, format version 1), ``"zstd"`` or a
@@ -205,13 +203,17 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
             if buffer.full or self._session.due():
                 self._commit_deferring()
             buffer.start_episode(result[0], result[4], None, None)
-            return result
-        obs, reward, terminated, truncated, info = result
-        # (Unpacked, not add_step(action, *result): a starred call costs several times more.)
-        if buffer.add_step(action, obs, reward, terminated, truncated, info) \
-                or _monotonic() >= self._session.deadline:
-            self._commit_deferring()
+        elif buffer.record_step(action, result):
+            self._batch_or_clock()
         return result
+
+    def _batch_or_clock(self) -> None:
+        """The buffer reported a step: commit when the batch is full or the flush interval has
+        passed, and say when to look at the clock next."""
+        session = self._session
+        if self._buffer.full or session.due():
+            self._commit_deferring()
+        self._buffer.check_after(session.clock_spacing())
 
     def close(self) -> None:
         """Ends the open episode (``end == "close"``), writes everything, closes the env.

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from .._version import __version__
 from ..format import fileio
@@ -26,8 +26,9 @@ from ..format.fileio import dumps
 from .batchqueue import BatchQueue
 from .batch import Batch
 from .encode import BatchEncoder
+from . import writeback as io
 from .writeback import (DEFAULT_WRITE_MODE, DEFAULT_WRITEBACK, WRITE_MODES, WRITEBACK_POLICIES,
-                        Writeback)
+                        AutoMode, Gathered, SwitchInterval, TempNames, Writeback)
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
 from ..format.codecs import Codec
 from ..format import (RAW_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
@@ -74,23 +75,6 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-class _NoSyncWriter(fileio.AtomicWriter):
-    """An atomic writer (temp file in the same directory, then rename) that leaves fsync to us."""
-
-    def sync(self, f: Any) -> None:
-        f.flush()
-
-    def commit(self, f: Any) -> None:
-        os.replace(f.name, self._path)
-
-
-class _SyncWriter(fileio.AtomicWriter):
-    """An atomic writer that fsyncs the file, then renames (the directory is synced separately)."""
-
-    def commit(self, f: Any) -> None:
-        os.replace(f.name, self._path)
-
-
 class BatchWriter:
     """Writes batches for one writer prefix into a recording directory.
 
@@ -126,6 +110,7 @@ class BatchWriter:
                 "this directory (pick another file_prefix, or None for a unique one)")
         self._fsync = fsync
         self._writeback = Writeback(WRITEBACK)
+        self._temp_names = TempNames()
         self._on_batch_written = on_batch_written
         self._manifest = {
             "format": FORMAT_NAME, "prefix": self.prefix,
@@ -163,6 +148,8 @@ class BatchWriter:
         self._last_os_error: OSError | None = None  # its errno goes on later WriteErrors too
         self._closed = False
         self._inline = WRITE_MODE == "inline"
+        self._handoff = WRITE_MODE == "handoff"
+        self._auto = AutoMode() if WRITE_MODE == "auto" else None
         self._thread = threading.Thread(target=self._run, name=f"gym_recorder:{self.prefix}",
                                         daemon=True)
         if not self._inline:
@@ -189,13 +176,21 @@ class BatchWriter:
                 self._raise_pending()
         if self._inline:
             self._write_inline(first, batch)
-        else:
+        elif self._auto is None:
             self._queue.put((first, batch))
+        else:
+            start = time.monotonic()
+            if self._auto.inline:
+                self._queue.join()  # (batches are written in order)
+                self._write_inline(first, batch)
+            else:
+                self._queue.put((first, batch))
+            self._auto.took(time.monotonic() - start)
 
     def _write_inline(self, first: int, batch: Batch) -> None:
         """Writes a batch in the caller's thread (WRITE_MODE "inline"), committing as the
         thread would; errors are raised now, the batch kept as the thread would keep it."""
-        with self._lock:
+        with self._lock, self._commit_lock:  # (the thread may be committing: "auto")
             try:
                 self._write_batch(first, batch)
             except OSError as e:
@@ -266,6 +261,7 @@ class BatchWriter:
             self._thread.join()
         self._manifest["complete"] = True
         try:
+            self._writeback.close()
             self._write_manifest()
             self._sync_all()
         except OSError as e:
@@ -295,6 +291,8 @@ class BatchWriter:
                         continue
                 # Only this thread writes while the queue is not empty, so the write itself
                 # runs without the lock (submit() must not wait for the disk).
+                if self._handoff:
+                    SwitchInterval.enter()
                 try:
                     self._write_batch(first, batch)
                 except OSError as e:  # kept for a retry, and raised in the caller's thread
@@ -306,6 +304,9 @@ class BatchWriter:
                         self._error = e
                         self._dropped_steps += batch.steps
                     batch.release()
+                finally:
+                    if self._handoff:
+                        SwitchInterval.leave()
                 # One manifest rewrite commits every batch written in the last
                 # commit interval (replacing a file costs a writeback on ext4).
                 if self._uncommitted and (
@@ -349,9 +350,8 @@ class BatchWriter:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _atomic(self, path: str, mode: str) -> Any:
-        cls = _SyncWriter if self._fsync else _NoSyncWriter
-        return cls(path, mode=mode, overwrite=True).open()
+    def _put(self, path: str, buffers: list[Any], writeback: Writeback | None = None) -> None:
+        io.put_file(path, buffers, self._temp_names, fsync=self._fsync, writeback=writeback)
 
     def _write_batch(self, first: int, batch: Batch) -> None:
         stem = batch_stem(self.prefix, first)
@@ -359,14 +359,14 @@ class BatchWriter:
         bin_path = os.path.join(self.directory, bin_name)
         json_path = os.path.join(self.directory, json_name)
         self._error_path = bin_path
-        with self._atomic(bin_path, "wb") as f:
-            encoded = self._encoder.encode(first, batch, f, bin_name, json_name)
-            self._writeback.written(f)
-        self._writeback.committed(bin_path)
+        sink = Gathered()
+        # (the encoder only writes: its pieces go to the file in one writev)
+        encoded = self._encoder.encode(first, batch, cast(BinaryIO, sink), bin_name, json_name)
+        self._put(bin_path, sink.buffers, self._writeback)
+        del sink
         doc, bin_size = encoded.json, encoded.bin_size
         self._error_path = json_path
-        with self._atomic(json_path, "wb") as f:
-            f.write(doc)
+        self._put(json_path, [doc])
         self._unsynced += [bin_path, json_path]
         if self._fsync:
             # The two renames must be durable before the manifest that lists them can be.
@@ -405,8 +405,7 @@ class BatchWriter:
                 f.write(doc)
             self._unsynced.clear()
         else:
-            with self._atomic(self._manifest_path, "wb") as f:
-                f.write(doc)
+            self._put(self._manifest_path, [doc])
 
     def _sync_all(self) -> None:
         """fsyncs every file written since the last sync, then the directory."""
