@@ -107,6 +107,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.record.session": ("test_env_mixed_dirs.py", "test_env_fork.py"),
     "gym_recorder.record.shell": ("test_vector_policies.py", "test_env_copies.py"),
     "gym_recorder.record.vector_buffer": ("test_vector.py", "test_buffer.py"),
+    "gym_recorder.record.vector_columns": ("test_vector.py", "test_buffer.py"),
     "gym_recorder.record.vector_rows": ("test_vector.py",),
     "gym_recorder.record.wrapper": ("test_wrapper_behaviour.py", "test_roundtrip.py"),
     "gym_recorder.record.writeback": ("test_writer_policies.py",),
@@ -256,12 +257,7 @@ def _docstring(path: Path) -> str:
 
 def _wings() -> list[object]:
     wings = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-    # record/'s docstring does not name agent_rows yet; that wing is being reshaped (issue 33's
-    # one recorder shell) on its own branch: strict, so that naming it makes this fail until
-    # the mark goes.
-    unnamed = {"record": "record/__init__ does not name agent_rows yet"}
-    return [pytest.param(w, marks=pytest.mark.xfail(reason=unnamed[w], strict=True))
-            if w in unnamed else w for w in wings]
+    return list(wings)
 
 
 @pytest.mark.parametrize("wing", _wings())

@@ -136,7 +136,10 @@ class EndlessEnv(gym.Env):
 
 
 def test_steps_after_termination_without_reset(tmp_path):
-    """A step after the episode ended is the next episode's reset (the env reset itself)."""
+    """A step after the episode ended, on an env that goes on without a reset, is a transition
+    like any other: the first of an episode marked no_reset, which starts from the last
+    observation (found by an independent reader: it was taken for the env's own reset and its
+    action and reward dropped)."""
     env = RecordingWrapper(EndlessEnv(), tmp_path)
     env.reset(seed=4)
     for t in range(1, 8):
@@ -144,17 +147,32 @@ def test_steps_after_termination_without_reset(tmp_path):
     env.close()
     with RecordingReader(tmp_path) as reader:
         eps = list(reader)
-    assert [len(ep) for ep in eps] == [3, 2, 0]
+    assert [len(ep) for ep in eps] == [3, 3, 1]
     assert [ep.end for ep in eps] == ["terminated", "terminated", "close"]
-    assert [ep.no_reset for ep in eps] == [False, False, False]
+    assert [ep.no_reset for ep in eps] == [False, True, True]
     assert [ep.seed for ep in eps] == [4, None, None]
-    # The step after the end gives the new episode's first observation and info; its action
-    # and reward are not recorded.
-    assert_same(eps[1].observations, np.array([[4, 1], [5, 2], [6, 0]], np.float32))
-    assert_same(eps[2].observations, np.array([[7, 1]], np.float32))
-    assert eps[1].infos == [{"t": 4}, {"t": 5}, {"t": 6}]
-    assert_same(eps[1].actions, np.array([2, 0]))
-    assert_same(eps[1].rewards, np.array([5.0, 6.0]))
+    assert eps[1].observations.tolist() == [[3, 0], [4, 1], [5, 2], [6, 0]]
+    assert eps[1].actions.tolist() == [1, 2, 0]
+    assert eps[1].rewards.tolist() == [4.0, 5.0, 6.0]
+    assert eps[2].observations.tolist() == [[6, 0], [7, 1]]
+    assert eps[2].actions.tolist() == [1] and eps[2].rewards.tolist() == [7.0]
+    assert [info for info in eps[1].infos] == [{}, {"t": 4}, {"t": 5}, {"t": 6}]
+
+
+def test_steps_after_termination_under_autoreset_are_resets(tmp_path):
+    """Under gymnasium.wrappers.Autoreset the step after the end is the env's own reset."""
+    env = RecordingWrapper(gym.wrappers.Autoreset(EndlessEnv()), tmp_path)
+    env.reset(seed=4)
+    for t in range(1, 8):
+        env.step(t % 3)
+    env.close()
+    with RecordingReader(tmp_path) as reader:
+        eps = list(reader)
+    # (the step at t = 4 is Autoreset's reset; the env counts 1, 2, 3 again and terminates)
+    assert [len(ep) for ep in eps] == [3, 3]
+    assert [ep.no_reset for ep in eps] == [False, False]
+    assert eps[1].observations[0].tolist() == [0, -1]  # the reset observation, not a step's
+    assert eps[1].actions.tolist() == [2, 0, 1]
 
 
 def test_steps_without_reset_after_an_episode_cut_across_batches(tmp_path):
@@ -167,9 +185,16 @@ def test_steps_without_reset_after_an_episode_cut_across_batches(tmp_path):
     with RecordingReader(tmp_path) as reader:
         eps = list(reader)
         assert len(reader.writers) == 1 and reader.writers[0]["batches"] > 3
-    assert [len(ep) for ep in eps] == [3, 2, 2, 0]
-    assert_same(np.concatenate([ep.observations for ep in eps]),
-                np.array([[0, -1]] + [[t, t % 3] for t in range(1, 11)], np.float32))
+    # Each episode after the first starts from the last observation, which lies in an earlier
+    # batch than its first step.
+    assert [len(ep) for ep in eps] == [3, 3, 3, 1]
+    assert [ep.no_reset for ep in eps] == [False, True, True, True]
+    rows = [[0, -1]] + [[t, t % 3] for t in range(1, 11)]
+    for k, ep in enumerate(eps):
+        assert_same(ep.observations, np.array(rows[3 * k:3 * k + 4], np.float32))
+        assert_same(ep.actions, np.array([t % 3 for t in range(3 * k + 1, 3 * k + 4)
+                                          if t <= 10]))
+    assert_same(np.concatenate([ep.rewards for ep in eps]), np.arange(1.0, 11.0))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,6 +26,17 @@ DEFAULT_TARGET_BATCH_BYTES = 5_000_000
 DEFAULT_FLUSH_INTERVAL = 10.0
 
 
+def resets_itself(env: gym.Env) -> bool:
+    """Whether the env resets itself inside the step after an episode ends: a
+    ``gymnasium.wrappers.Autoreset`` anywhere in its wrapper chain (``gym.make(...,
+    autoreset=True)`` adds one)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.Autoreset):
+            return True
+        env = env.env
+    return False
+
+
 def action_names(env: gym.Env | gym.vector.VectorEnv,
                  action_space: gym.Space[Any]) -> list[str] | None:
     """The names of a Discrete action space's actions, when the env gives them (ALE's
@@ -115,6 +126,9 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
         flush_interval: commit buffered steps at least every this many seconds (checked at each
             reset, and while stepping about 100 times an interval: every step of a slow env);
             None for no time bound.
+        A step after the episode ended, without reset(), is recorded as the first step of a
+        new episode marked ``no_reset`` (it starts from the ended one's last observation);
+        under ``gymnasium.wrappers.Autoreset`` it is the next episode's reset instead.
         fsync: make every batch durable (fsync) before committing it, so it survives a power
             loss; otherwise data is fsynced at ``flush()`` and ``close()``.
         compression: None (raw arrays, format version 1), ``"zstd"`` or a
@@ -149,6 +163,7 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
             info_filter=info_filter, flush_interval=flush_interval, fsync=fsync,
             compression=compression, metadata=metadata)
         super().__init__(env)
+        self._self_resets = resets_itself(env)
         self._start_shell(directory, file_prefix, target_batch_bytes, record_infos, info_filter,
                           flush_interval, fsync, compression=codec,
                           metadata=metadata)
@@ -198,11 +213,17 @@ class RecordingWrapper(RecorderShell, gym.Wrapper, gym.utils.RecordConstructorAr
         result = self.env.step(action)
         buffer = self._buffer
         if buffer._open_episode is None:  # (not the property: this runs every step)
-            # The episode ended and the env was stepped on without reset(): the env reset itself
-            # (gymnasium.wrappers.Autoreset and the like). This step is the next episode's reset.
+            # The episode ended and the env was stepped on without reset().
             if buffer.full or self._session.due():
                 self._commit_deferring()
-            buffer.start_episode(result[0], result[4], None, None)
+            if self._self_resets:
+                # gymnasium.wrappers.Autoreset: this step was the next episode's reset.
+                buffer.start_episode(result[0], result[4], None, None)
+            else:
+                # The env went on from its last observation: a transition like any other, the
+                # first of an episode marked no_reset (nothing the env returned is dropped).
+                buffer.add_step(action, *result)
+                self._batch_or_clock()
         elif buffer.record_step(action, result):
             self._batch_or_clock()
         return result
