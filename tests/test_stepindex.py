@@ -21,6 +21,7 @@ import pytest
 import gym_recorder.read.reader as reader_module
 import sample_envs  # noqa: F401  (registers sample_envs/...)
 from gym_recorder import FormatError, RecordingReader, RecordingVectorWrapper, RecordingWrapper
+from gym_recorder.errors import BatchIndexError
 from gym_recorder.integrity import repair, verify
 from gym_recorder.training.transitions import transitions
 
@@ -335,7 +336,10 @@ def test_a_damaged_index_is_a_named_error_verify_reports_and_repair_drops(tmp_pa
             transitions(reader)
         with pytest.raises(FormatError, match=match):
             reader.column("observations")
-        assert sum(len(ep.rewards) for ep in reader) == 600  # the JSON path is intact
+        # Every method refuses it, also those that read the batch JSON (issue 33: one answer
+        # for one damage; repair drops the index).
+        with pytest.raises(BatchIndexError, match=match):
+            sum(len(ep.rewards) for ep in reader)
     problems = verify(tmp_path)
     assert any((reported or ["index"])[0] in p.message for p in problems), problems
     actions = repair(tmp_path)

@@ -186,6 +186,10 @@ than 1024 bytes (e.g. a large space), so that a space is described once per writ
     "no_reset": true        optional, on part 0: the episode was stepped on after the previous
                             one ended, without a reset; its first observation is that one's last
 
+``continues`` and ``no_reset`` are JSON ``true`` or ``false`` (absent: false); a reader MUST refuse
+an entry with any other value there (``1``, ``"yes"``, ``null``, ``1e308``), naming the batch and
+the entry, rather than read it as either.
+
 An episode is the concatenation of its entries in entry order, which is the order of the batches
 in the manifest and of ``episodes`` inside a batch. Entries of one episode MUST be consecutive in
 a writer's entry sequence, except for vector writers, whose sub-environments interleave (join
@@ -707,6 +711,7 @@ __all__ = [
     "check_version",
     "check_batch_entry",
     "continues",
+    "check_flags",
     "entry_end",
     "batch_stem",
     "manifest_name",
@@ -1116,6 +1121,17 @@ def batch_codecs(batch: dict[str, Any], where: str) -> list[str]:
     if names and batch.get("index") is not None:
         raise FormatError(f"{where}: a batch with compressed arrays has no index")
     return names
+
+
+def check_flags(entry: dict[str, Any], where: str) -> None:
+    """Checks an ENTRY's flags: ``continues`` and ``no_reset`` are absent, true or false.
+
+    Raises:
+        FormatError: for any other value (``1``, ``"yes"``, ``null``, ``1e308``), named.
+    """
+    for key in ("continues", "no_reset"):
+        if key in entry and type(entry[key]) is not bool:
+            raise FormatError(f"{where}: {key!r} must be true or false, got {entry[key]!r}")
 
 
 def continues(entry: dict[str, Any]) -> bool:

@@ -20,8 +20,9 @@ import numpy as np
 
 from ..format import fileio as _fileio
 from .columns import FastPart, decode_columns
-from ..errors import ChecksumError, FormatError
-from ..format import ArrayRef, entry_end, parse_ref
+from ..errors import BatchIndexError, ChecksumError, FormatError
+from ..format import ArrayRef, check_flags, entry_end, parse_ref
+from .batchindex import check_entries, read_index
 from ..format import codecs as _codecs
 from .manifest import Manifest, read_json
 from .outside import _as_values, _outside_values
@@ -136,6 +137,11 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
                 raise FormatError(f"{where} entry {pos}: bad 'episode' or 'part'")
             if entry.get("index") != info["first"] + pos:
                 raise FormatError(f"{where} entry {pos}: 'index' is not {info['first'] + pos}")
+            steps = entry.get("steps")
+            if type(steps) is not int or steps < 0:
+                raise FormatError(f"{where} entry {entry['index']}: 'steps' must be a "
+                                  "non-negative integer")
+            check_flags(entry, f"{where} entry {entry['index']}")
             by_episode[(ep, part)] = pos
     starts = [pos for pos, entry in enumerate(entries) if entry.get("part") == 0]
     if not m.legacy and len(starts) != info["episodes"]:
@@ -143,7 +149,41 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         # the entries would shift or drop episodes silently.
         raise FormatError(f"{where}: {len(starts)} entries start an episode, the manifest "
                           f"says {info['episodes']}")
+    if not m.legacy:
+        index = read_index(storage, m, b)
+        if index is not None:
+            try:
+                check_entries(index, entries, stacked_refs(m, entries, where), info["bin_size"])
+            except BatchIndexError as e:
+                # An entry that is wrong by itself is named for what is wrong with it.
+                if e.entry is not None:
+                    _check_entry(storage, m, info, entries[e.entry])
+                raise
     return Batch(entries, by_episode, starts)
+
+
+def _check_entry(storage: Storage, m: Manifest, binfo: dict[str, Any],
+                 entry: dict[str, Any]) -> None:
+    """Reads one entry as the entry-by-entry path does, raising what it finds wrong."""
+    dec = Decoder(storage)
+    part = dec.plan_part(m, binfo, entry, entry["part"])
+    dec.load_part(m, part, dec.check_bin(binfo["bin"], binfo["bin_size"]))
+
+
+def stacked_refs(m: Manifest, entries: list[dict[str, Any]], where: str) -> list[list[Any]]:
+    """Each stacked column's reference of every entry, as stored (each observation leaf,
+    action leaf, rewards, terminations, truncations)."""
+    out: list[list[Any]] = []
+    for lay, key in ((obs_layout(m), "observations"), (act_layout(m), "actions")):
+        if lay.single:
+            out.append([e.get(key) for e in entries])
+            continue
+        per = [[obj for obj, _ in lay.tree_leaves(e.get(key), f"{where} entry {e['index']} {key}")]
+               for e in entries]
+        out.extend([p[k] for p in per] for k in range(len(lay.leaves)))
+    for name in ("rewards", "terminations", "truncations"):
+        out.append([e.get(name) for e in entries])
+    return out
 
 
 class Part:
