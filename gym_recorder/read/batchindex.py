@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import prod
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,8 @@ from .storage import Storage
 
 __all__ = ["IndexTable", "read_index", "check_entries", "leaf_shapes", "exclusive_cumsum"]
 
+_DTYPE = itemgetter("dtype")
+_NPYOFF = itemgetter("npyoff")
 STEP_DTYPES = (np.dtype("<f8"), np.dtype("|b1"), np.dtype("|b1"))
 STEP_NAMES = ("rewards", "terminations", "truncations")
 
@@ -134,25 +137,22 @@ def _offsets(index: IndexTable, c: int, rows: np.ndarray, bin_name: str,
     return offsets
 
 
-def check_entries(index: IndexTable, entries: Sequence[Any],
-                  refs: Sequence[Sequence[Any]], bin_size: int) -> None:
-    """Holds a batch's index to its JSON entries (structurally checked, flags bools): each
-    entry's episode, part, steps and flags, and each column's array references' offsets and
-    dtype (``refs[c]``: column c's reference of each entry, as stored).
+def check_entries(index: IndexTable, table: np.ndarray, refs: Sequence[Sequence[Any]],
+                  bin_size: int) -> None:
+    """Holds a batch's index to its JSON entries (structurally checked, flags bools):
+    ``table`` is what the entries say (episode, part, steps, flags per entry, as the index's
+    table has them), ``refs[c]`` each entry's reference of column c, as stored.
 
     Raises:
-        BatchIndexError: at the first difference, naming the entry and the column.
+        BatchIndexError: at the first difference, naming the entry (and the column).
     """
-    said = np.array([(e["episode"], e["part"], e["steps"] if type(e.get("steps")) is int else -1,
-                      (e.get("continues") is True) | ((e.get("no_reset") is True) << 1))
-                     for e in entries], dtype=np.int64).reshape(len(entries), INDEX_TABLE_WIDTH)
-    table = np.stack([index.episode, index.part, index.steps, index.flags], axis=1)
-    bad = np.flatnonzero((said != table).any(axis=1))
+    mine = np.stack([index.episode, index.part, index.steps, index.flags], axis=1)
+    bad = np.flatnonzero((table != mine).any(axis=1))
     if len(bad):
         k = int(bad[0])
         raise BatchIndexError(
             f"{index.where}: the batch index says entry {k} is (episode, part, steps, flags) "
-            f"{tuple(table[k].tolist())}, the batch JSON {tuple(said[k].tolist())}")
+            f"{tuple(mine[k].tolist())}, the batch JSON {tuple(table[k].tolist())}", k)
     for c, (col, objs) in enumerate(zip(index.columns, refs)):
         want = col.dtype.str
         step = c >= len(index.columns) - 3
@@ -170,12 +170,14 @@ def _differing(objs: Sequence[Any], dtype: str, offsets: np.ndarray, bin_size: i
     aligned offset inside the .bin) and says another offset or dtype than the index. A
     reference that is not well formed is left to the entry's own checks, which name what is
     wrong with it."""
+    try:  # (every batch that checks out: a few passes in C)
+        if set(map(_DTYPE, objs)) <= {dtype}:
+            got = np.fromiter(map(_NPYOFF, objs), dtype=np.int64, count=len(objs))
+            if np.array_equal(got, offsets):
+                return []
+    except (KeyError, TypeError, ValueError, OverflowError):
+        pass  # (not all references, or an offset that is no int64: each looked at below)
     offs = [o.get("npyoff") if type(o) is dict else None for o in objs]
-    if all(type(o) is dict and o.get("dtype") == dtype for o in objs) and all(
-            type(x) is int and 0 <= x <= bin_size for x in offs):
-        got = np.array(offs, dtype=np.int64) if offs else np.zeros(0, np.int64)
-        if not (got != offsets).any():
-            return []  # (every batch that checks out: one comparison)
     out = []
     for k, (obj, at) in enumerate(zip(objs, offs)):
         if (type(obj) is not dict or obj.get("__type") != "ndarray" or type(at) is not int

@@ -128,6 +128,7 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
     if len(entries) != info["len"]:
         raise FormatError(f"{where}: {len(entries)} entries, the manifest says {info['len']}")
     by_episode = {}
+    said: list[tuple[int, int, int, int]] = []  # (episode, part, steps, flags), for the index
     for pos, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise FormatError(f"{where} entry {pos}: must be an object")
@@ -143,6 +144,8 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
                                   "non-negative integer")
             check_flags(entry, f"{where} entry {entry['index']}")
             by_episode[(ep, part)] = pos
+            said.append((ep, part, steps, (entry.get("continues") is True)
+                         | ((entry.get("no_reset") is True) << 1)))
     starts = [pos for pos, entry in enumerate(entries) if entry.get("part") == 0]
     if not m.legacy and len(starts) != info["episodes"]:
         # The reader numbers episodes by the manifests' counts: a count that disagrees with
@@ -153,7 +156,8 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         index = read_index(storage, m, b)
         if index is not None:
             try:
-                check_entries(index, entries, stacked_refs(m, entries, where), info["bin_size"])
+                table = np.array(said, dtype=np.int64).reshape(len(said), 4)
+                check_entries(index, table, stacked_refs(m, entries, where), info["bin_size"])
             except BatchIndexError as e:
                 # An entry that is wrong by itself is named for what is wrong with it.
                 if e.entry is not None:
