@@ -142,10 +142,11 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
             if type(steps) is not int or steps < 0:
                 raise FormatError(f"{where} entry {entry['index']}: 'steps' must be a "
                                   "non-negative integer")
-            check_flags(entry, f"{where} entry {entry['index']}")
+            goes, no_reset = entry.get("continues", False), entry.get("no_reset", False)
+            if type(goes) is not bool or type(no_reset) is not bool:
+                check_flags(entry, f"{where} entry {entry['index']}")  # (raises, naming it)
             by_episode[(ep, part)] = pos
-            said.append((ep, part, steps, (entry.get("continues") is True)
-                         | ((entry.get("no_reset") is True) << 1)))
+            said.append((ep, part, steps, goes + 2 * no_reset))
     starts = [pos for pos, entry in enumerate(entries) if entry.get("part") == 0]
     if not m.legacy and len(starts) != info["episodes"]:
         # The reader numbers episodes by the manifests' counts: a count that disagrees with
