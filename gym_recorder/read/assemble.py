@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from .columns import FastPart
-from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
+from .batchfile import Batch
+from .decode import Decoder
+from .entries import STACKED, Part, PartData, act_layout, obs_layout
 from .episode import Episode, EpisodeSummary
 from ..errors import FormatError, UnsupportedSpaceError
 from ..format import ENDS, ArrayRef, continues, join_dtype, parse_ref, rounding_dtypes

@@ -30,7 +30,8 @@ from .assemble import (COLUMN_KINDS, PartItem, fast_episode, read_column, single
 from .batchcache import BATCH_CACHE_BYTES, BatchCache, estimated_bytes
 from .batches import OpenEpisodes, decode_batch, episode_items, list_batches
 from .columns import FastPart
-from .decode import Batch, Decoder, parse_batch
+from .batchfile import Batch, parse_batch
+from .decode import Decoder
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from ..errors import EmptySelectionError, FormatError, RecordingClosedError
 from ..format import ENDS, continues
