@@ -25,17 +25,7 @@ from gym_recorder.errors import BatchIndexError
 from gym_recorder.integrity import verify
 from gym_recorder.training.transitions import transitions
 from hostile import rewrite_batch
-
-
-def _record(directory: Path, make, steps: int, target: int) -> None:
-    env = RecordingWrapper(make(), directory, target_batch_bytes=target)
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            env.reset()
-    env.close()
+from test_stepindex import _record
 
 
 ENVS = {
@@ -103,9 +93,9 @@ def _bad_continues(d: Path) -> None:
     rewrite_batch(d, lambda doc: doc["episodes"][0].update(continues=1e308))
 
 
-def _lying_index(d: Path) -> None:
-    """The table's first entry given one step more, its CRC-32 recomputed (the manifest's
-    step count not)."""
+def _edit_table(d: Path, edit) -> None:
+    """Edits batch 0's index table in its .bin with ``edit(table)`` and recomputes its CRC-32 in
+    the manifest (a forgery: every check of the table alone passes)."""
     p = _manifest_path(d)
     man = json.loads(p.read_bytes())
     b = man["batches"][0]
@@ -113,11 +103,16 @@ def _lying_index(d: Path) -> None:
     data = bytearray(path.read_bytes())
     at = b["index"]["table"]
     table = np.frombuffer(bytes(data[at:at + 32 * b["len"]]), "<i8").reshape(-1, 4).copy()
-    table[0, 2] += 1
+    edit(table)
     data[at:at + table.nbytes] = table.tobytes()
     path.write_bytes(bytes(data))
     b["index"]["crc32"] = zlib.crc32(table.tobytes())
     p.write_text(json.dumps(man))
+
+
+def _lying_index(d: Path) -> None:
+    """The table's first entry given one step more (the manifest's step count not)."""
+    _edit_table(d, lambda table: table.__setitem__((0, 2), table[0, 2] + 1))
 
 
 DAMAGES = {
@@ -225,21 +220,13 @@ def test_an_index_whose_lie_the_manifest_cannot_show_is_refused_where_the_json_i
     tell (nothing in the manifest differs) and give what it says; verify reports it."""
     d = tmp_path / "rec"
     shutil.copytree(pristine, d)
-    p = _manifest_path(d)
-    man = json.loads(p.read_bytes())
-    b = man["batches"][0]
-    path = d / b["bin"]
-    data = bytearray(path.read_bytes())
-    at = b["index"]["table"]
-    table = np.frombuffer(bytes(data[at:at + 32 * b["len"]]), "<i8").reshape(-1, 4).copy()
-    starts = np.flatnonzero(table[:, 1] == 0)
-    assert len(starts) >= 2 and table[starts[0], 2] > 3
-    table[starts[0], 2] -= 3
-    table[starts[1], 2] += 3
-    data[at:at + table.nbytes] = table.tobytes()
-    path.write_bytes(bytes(data))
-    b["index"]["crc32"] = zlib.crc32(table.tobytes())
-    p.write_text(json.dumps(man))
+
+    def move_steps(table: np.ndarray) -> None:
+        assert len(table) >= 2 and table[0, 2] > 3
+        table[0, 2] -= 3
+        table[1, 2] += 3
+
+    _edit_table(d, move_steps)
     for method in ("reader[i]", "iteration", "episode_rows", "read_batch", "summaries"):
         with RecordingReader(d) as reader, pytest.raises(BatchIndexError, match="batch index"):
             METHODS[method](reader)
