@@ -436,7 +436,11 @@ string array, None), makes the writer store that
 array leaf as ``{"__type": "values", ...}`` (one VALUE a row, each with its own shape and
 dtype) in that batch and all later ones of the writer; readers MUST accept either form for array
 leaves and give such a leaf back as a list of its rows (also for an episode whose earlier parts
-stored it as an ARRAY). Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
+stored it as an ARRAY), except that when every row of the leaf in an episode is an array of one
+shape and one dtype (an env whose observations all have another shape than its space says),
+gym_recorder's reader gives the episode's rows as one array of those, as for an ARRAY (and
+whole-recording columns and transitions join such episodes as arrays when their rows agree).
+Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
 ``stack``); Graph rows as GraphInstance; OneOf rows as ``(index, value)`` tuples.
 
 Infos (INFOS)

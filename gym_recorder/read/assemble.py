@@ -127,7 +127,8 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
 
     def leaves(kind: str, count: int) -> list[Any]:
         return [dests[(kind, k)] if (kind, k) in dests
-                else [x for p in loaded for x in getattr(p, kind)[k]] for k in range(count)]
+                else join_leaf(parts[0].where, [getattr(p, kind)[k] for p in loaded])
+                for k in range(count)]
 
     return make_episode(m, index, loaded[0], loaded[-1],
                         leaves("obs", len(obs_layout(m).leaves)),
@@ -202,7 +203,11 @@ def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Ma
         flatten: Callable[[Any], list[Any]] = (_one_leaf if layout is None
                                                else layout.flattener())
         values = [flatten(getattr(episode(index), name)) for index, _, _ in located]
-        leaves = [join_rows(where, name, [v[k] for v in values]) for k in range(count)]
+        # (rows of other shapes: a gym-recording writer's refused by name; this format's
+        # leaves outside their space come back as lists of rows)
+        join = (join_rows if any(m.legacy for _, m, _ in located)
+                else lambda where, name, cols: join_leaf(where, cols))
+        leaves = [join(where, name, [v[k] for v in values]) for k in range(count)]
     return leaves[0] if layout is None else tree(layout, leaves)
 
 

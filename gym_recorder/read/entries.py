@@ -17,7 +17,7 @@ from ..format import entry_end
 from ..format.spaces import ArrayLeaf, Layout, ValuesLeaf, decode_values_leaf
 from ..format.values import decode_value
 from .manifest import Manifest
-from .outside import _as_values, _outside_values
+from .outside import _as_values, _outside_values, uniform_rows
 
 __all__ = ["STACKED", "Part", "PartData", "EntryReading", "obs_layout", "act_layout"]
 
@@ -193,11 +193,15 @@ class EntryReading:
         for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, obs_layout(m).leaves)):
             if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
                 obs[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
+                if isinstance(leaf, ArrayLeaf):
+                    obs[k] = uniform_rows(obs[k])
                 if len(obs[k]) != obs_rows:
                     raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
         for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, act_layout(m).leaves)):
             if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
                 act[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
+                if isinstance(leaf, ArrayLeaf):
+                    act[k] = uniform_rows(act[k])
                 if len(act[k]) != steps:
                     raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
         rows: list[dict[str, Any]] = [{} for _ in range(info_rows)]
