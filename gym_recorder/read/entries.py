@@ -190,20 +190,14 @@ class EntryReading:
 
         source = self.value_source(part.binfo["bin"], part.binfo["bin_size"], file_size, data,
                                     copy)
-        for k, ((obj, w), leaf) in enumerate(zip(part.obs_stored, obs_layout(m).leaves)):
-            if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
-                obs[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
-                if isinstance(leaf, ArrayLeaf):
-                    obs[k] = uniform_rows(obs[k])
-                if len(obs[k]) != obs_rows:
-                    raise FormatError(f"{w}: {len(obs[k])} rows, expected {obs_rows}")
-        for k, ((obj, w), leaf) in enumerate(zip(part.act_stored, act_layout(m).leaves)):
-            if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
-                act[k] = decode_values_leaf(_as_values(leaf), obj, source, w)
-                if isinstance(leaf, ArrayLeaf):
-                    act[k] = uniform_rows(act[k])
-                if len(act[k]) != steps:
-                    raise FormatError(f"{w}: {len(act[k])} rows, expected {steps}")
+        for out, stored, layout, want in ((obs, part.obs_stored, obs_layout(m), obs_rows),
+                                          (act, part.act_stored, act_layout(m), steps)):
+            for k, ((obj, w), leaf) in enumerate(zip(stored, layout.leaves)):
+                if isinstance(leaf, ValuesLeaf) or _outside_values(obj):
+                    decoded = decode_values_leaf(_as_values(leaf), obj, source, w)
+                    if len(decoded) != want:
+                        raise FormatError(f"{w}: {len(decoded)} rows, expected {want}")
+                    out[k] = uniform_rows(decoded) if isinstance(leaf, ArrayLeaf) else decoded
         rows: list[dict[str, Any]] = [{} for _ in range(info_rows)]
         for k, col in enumerate(part.infos["keys"]):
             w = f"{where} infos column {k}"
