@@ -11,6 +11,7 @@ __all__ = [
     "RecorderError",
     "FormatError",
     "ChecksumError",
+    "BatchIndexError",
     "UnsupportedValueError",
     "WriteError",
     "RecordingClosedError",
@@ -52,6 +53,20 @@ class FormatError(RecorderError, ValueError):
 
 class ChecksumError(FormatError):
     """The bytes of an array do not match the checksum recorded beside them."""
+
+
+class BatchIndexError(FormatError):
+    """A batch's index (see "Batch index" in the format) is damaged, or says something other
+    than the manifest's counts or the batch JSON.
+
+    Attributes:
+        entry: the position in the batch of the entry the index and the batch JSON disagree
+            on, or None.
+    """
+
+    def __init__(self, message: str, entry: int | None = None) -> None:
+        super().__init__(message)
+        self.entry = entry
 
 
 class CodecUnavailableError(RecorderError, ImportError):

@@ -146,7 +146,10 @@ def rewrite_batch(d: Path, mutate: Callable[[dict], Any], index: int = 0) -> Non
 
     ``mutate`` edits the parsed document in place, or returns raw bytes to write instead (any
     other return value is ignored). The manifest's ``json_size`` and ``json_crc32`` are
-    recomputed, so that the reader gets past the integrity checks to the structure.
+    recomputed, so that the reader gets past the integrity checks to the structure, and the
+    manifest's batch index is left out (as ``repair`` leaves it out of a batch it rebuilds):
+    these tests are of the batch JSON's rules, and an index that no longer says what the
+    edited JSON says is refused as such (tests/test_read_damage.py).
     """
     man = load_manifest(d)
     b = man["batches"][index]
@@ -158,12 +161,14 @@ def rewrite_batch(d: Path, mutate: Callable[[dict], Any], index: int = 0) -> Non
     if "json_size" in b:
         b["json_size"] = len(data)
         b["json_crc32"] = zlib.crc32(data)
+        b.pop("index", None)
         save_manifest(d, man)
 
 
 def edit_every_batch(directory: Path, mutate: Callable[[dict], Any]) -> None:
     """Rewrites every batch JSON through ``mutate(doc)``, with the manifest's json_size and
-    json_crc32 kept right, so that only the edit itself is wrong."""
+    json_crc32 kept right (and each batch index left out, see :func:`rewrite_batch`), so that
+    only the edit itself is wrong."""
     (manifest,) = directory.glob("*.manifest.json")
     doc = json.loads(manifest.read_text())
     for batch in doc["batches"]:
@@ -173,6 +178,7 @@ def edit_every_batch(directory: Path, mutate: Callable[[dict], Any]) -> None:
         raw = json.dumps(data).encode()
         path.write_bytes(raw)
         batch["json_size"], batch["json_crc32"] = len(raw), zlib.crc32(raw)
+        batch.pop("index", None)
     manifest.write_text(json.dumps(doc))
 
 

@@ -10,7 +10,7 @@ import pytest
 import gym_recorder.read.reader as reader_module
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.read.batchcache import BATCH_CACHE_SIZE, BatchCache
-from gym_recorder.read.decode import Batch
+from gym_recorder.read.batchfile import Batch
 
 
 def _loader(cost, made):

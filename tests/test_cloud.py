@@ -324,14 +324,15 @@ def test_a_malformed_remote_file_is_named_by_its_url(s3, tmp_path):
     url = f"{s3.url('bad')}/{json_name}"
     fs.pipe_file(url, (d / json_name).read_bytes() + b" ")
     with RecordingReader(s3.url("bad"), storage_options=s3.options) as reader:
+        # (column and transitions, which read the arrays through the batch index, find the
+        # JSON of another size too: one answer for one damage)
         for read in (lambda: reader[0], lambda: list(reader), lambda: reader.summary(1),
                      lambda: reader.episode_rows(0),
-                     lambda: [reader.read_batch(b) for b in reader.batches()]):
+                     lambda: [reader.read_batch(b) for b in reader.batches()],
+                     lambda: reader.column("actions"), lambda: transitions(reader)):
             with pytest.raises(FormatError, match=rf"^{url}: file has \d+ bytes, the manifest "
                                                   r"says \d+$"):
                 read()
-        # (column and transitions read the arrays through the batch index, not the JSON)
-        assert len(reader.column("actions")) == len(transitions(reader))
     # The .bin changed: every way of reading names it, the batch index's way too.
     fs.pipe_file(url, (d / json_name).read_bytes())
     bin_url = url[:-len(".json")] + ".bin"

@@ -9,7 +9,9 @@ import pytest
 
 from conftest import run_random
 from gym_recorder import ChecksumError, FormatError, RecordingWrapper
-from gym_recorder.read.decode import STACKED, Decoder, PartData, parse_batch
+from gym_recorder.read.batchfile import parse_batch
+from gym_recorder.read.decode import Decoder
+from gym_recorder.read.entries import STACKED, PartData
 from gym_recorder.format import ALIGNMENT
 from gym_recorder.read.manifest import load_manifests
 from gym_recorder.read.storage import LocalStorage

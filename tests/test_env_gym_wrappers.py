@@ -277,15 +277,25 @@ def test_minari_export_keeps_a_rebuildable_wrapper_stack(tmp_path, minari_root):
 
 
 def test_npz_export_of_observations_outside_the_space_names_the_cause(tmp_path):
-    """TransformObservation without a new space, returning (3,) rows for a (4,) Box: npz export
-    refused it as "a leaf of this space (Sequence, Graph or OneOf)", which a Box is not."""
+    """TransformObservation without a new space: (3,) rows for a (4,) Box, every row alike,
+    export as one array of them (issue 33 §2); rows of two shapes are refused naming the cause
+    (it said "a leaf of this space (Sequence, Graph or OneOf)", which a Box is not)."""
     from gym_recorder.integrations.export import ExportError, export_npz
 
     with pytest.warns(UserWarning, match="does not match the space's shape"):
         _record_outside(W.TransformObservation(mk("CartPole-v1"), lambda o: o[:3], None),
                         tmp_path / "rec", episodes=1, steps=5)
+    export_npz(tmp_path / "rec", tmp_path / "out.npz")
+    with RecordingReader(tmp_path / "rec") as reader, np.load(tmp_path / "out.npz") as z:
+        assert z["observations"].shape == (6, 3)
+        assert np.array_equal(z["observations"], reader[0].observations)
+    flip = iter(range(1000))
+    with pytest.warns(UserWarning, match="does not match the space's shape"):
+        _record_outside(W.TransformObservation(mk("CartPole-v1"),
+                                               lambda o: o[:3] if next(flip) % 2 else o, None),
+                        tmp_path / "mixed", episodes=1, steps=5)
     with pytest.raises(ExportError, match="outside the space") as e:
-        export_npz(tmp_path / "rec", tmp_path / "out.npz")
+        export_npz(tmp_path / "mixed", tmp_path / "mixed.npz")
     assert "observations" in str(e.value)
 
 

@@ -63,7 +63,9 @@ def test_dict_leaf_outside_its_shape(tmp_path):
     assert len(msgs) == 1 and "observation['pos']" in msgs[0]
     with RecordingReader(tmp_path) as reader:
         ep = reader[0]
-    assert isinstance(ep.observations["pos"], list) and len(ep.observations["pos"]) == 3
+    # every row (4,) float32: one array of them (issue 33 §2), not a list of rows
+    assert isinstance(ep.observations["pos"], np.ndarray)
+    assert ep.observations["pos"].shape == (3, 4)
     for got, want in zip(ep.observations["pos"], [first, second, third]):
         assert got.dtype == np.float32 and np.array_equal(got, want["pos"])
     assert ep.observations["vel"].dtype == np.float32
@@ -286,3 +288,40 @@ def test_parts_that_join_exactly_are_one_widened_array(tmp_path):
         got = reader[0].observations
         assert isinstance(got, np.ndarray) and got.dtype == np.float64
         assert got.tolist() == [v.tolist() for v in values]
+
+
+def test_a_leaf_whose_every_row_has_one_other_shape_reads_back_as_one_array(tmp_path):
+    """A wrapper that appends a value to every observation and forgot to update the space
+    (issue 33 §2): every row is (5,) float64, so the episode's observations, the column and
+    transitions are arrays of those rows, equal to what the env returned."""
+    from gym_recorder.training.transitions import transitions
+
+    space = gym.make("CartPole-v1").observation_space
+    inner = TransformObservation(gym.make("CartPole-v1"), lambda o: np.append(o, 1.0), space)
+    truth, episodes = [], []
+    with pytest.warns(OutsideSpaceWarning):
+        with RecordingWrapper(inner, tmp_path, target_batch_bytes=3_000) as env:
+            obs, _ = env.reset(seed=0)
+            env.action_space.seed(0)
+            truth.append(obs)
+            for _ in range(300):
+                obs, _, term, trunc, _ = env.step(env.action_space.sample())
+                truth.append(obs)
+                if term or trunc:
+                    episodes.append(np.stack(truth))
+                    obs, _ = env.reset()
+                    truth = [obs]
+    episodes.append(np.stack(truth))
+    with RecordingReader(tmp_path) as reader:
+        assert reader.writers[0]["batches"] > 2  # episodes of several parts among them
+        assert len(reader) == len(episodes)
+        for ep, want in zip(reader, episodes):
+            assert isinstance(ep.observations, np.ndarray)
+            assert ep.observations.dtype == np.float64 and ep.observations.shape == want.shape
+            assert np.array_equal(ep.observations, want)
+        column = reader.column("observations")
+        assert isinstance(column, np.ndarray)
+        assert np.array_equal(column, np.concatenate(episodes))
+        got = transitions(reader)
+        assert isinstance(got.obs, np.ndarray) and got.obs.shape == (300, 5)
+        assert np.array_equal(got.obs, np.concatenate([e[:-1] for e in episodes]))

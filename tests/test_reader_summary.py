@@ -57,7 +57,10 @@ def test_summary_reads_no_observation_bytes(tmp_path):
     with RecordingReader(CountingStorage(tmp_path)) as reader:
         total = sum(s.length for s in reader.summaries())
         assert total == 200
-        assert sum(read) == total * 8  # float64 rewards only, no 32x32x3 frames
+        # float64 rewards and each batch index's table (held to the batch JSON), no frames
+        tables = sum(32 * b["len"] for w in reader.writers for b in w["manifest"]["batches"]
+                     if b.get("index"))
+        assert sum(read) == total * 8 + tables
 
 
 def test_summary_refuses_a_bad_rewards_reference(tmp_path):

@@ -18,9 +18,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import gym_recorder.read.reader as reader_module
+import gym_recorder.read.bulk as bulk_module
 import sample_envs  # noqa: F401  (registers sample_envs/...)
 from gym_recorder import FormatError, RecordingReader, RecordingVectorWrapper, RecordingWrapper
+from gym_recorder.errors import BatchIndexError
 from gym_recorder.integrity import repair, verify
 from gym_recorder.training.transitions import transitions
 
@@ -140,7 +141,7 @@ def test_the_index_says_what_the_batch_json_says(recording):
 
 
 def _json_path(monkeypatch):
-    monkeypatch.setattr(reader_module, "read_stacked", lambda *a, **k: None)
+    monkeypatch.setattr(bulk_module, "read_stacked", lambda *a, **k: None)
 
 
 def _assert_same(a, b, where):
@@ -168,14 +169,14 @@ def _read_all(d: Path, selection):
 @pytest.mark.parametrize("pick", ["all", "some"])
 def test_reading_through_the_index_equals_the_batch_json(recording, monkeypatch, pick):
     used = []
-    real = reader_module.read_stacked
+    real = bulk_module.read_stacked
 
     def spy(*args, **kwargs):
         out = real(*args, **kwargs)
         used.append(out is not None)
         return out
 
-    monkeypatch.setattr(reader_module, "read_stacked", spy)
+    monkeypatch.setattr(bulk_module, "read_stacked", spy)
     with RecordingReader(recording) as reader:
         n = len(reader)
     selection = None if pick == "all" else [n - 1, 2, 2, -3, 0, n // 2]
@@ -335,7 +336,10 @@ def test_a_damaged_index_is_a_named_error_verify_reports_and_repair_drops(tmp_pa
             transitions(reader)
         with pytest.raises(FormatError, match=match):
             reader.column("observations")
-        assert sum(len(ep.rewards) for ep in reader) == 600  # the JSON path is intact
+        # Every method refuses it, also those that read the batch JSON (issue 33: one answer
+        # for one damage; repair drops the index).
+        with pytest.raises(BatchIndexError, match=match):
+            sum(len(ep.rewards) for ep in reader)
     problems = verify(tmp_path)
     assert any((reported or ["index"])[0] in p.message for p in problems), problems
     actions = repair(tmp_path)

@@ -179,7 +179,7 @@ def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_pat
     # tiny batches: every episode is split into parts over several batch files
     truth = record(tmp_path, "sample_envs/Image-v0", 4, seed=9, target_batch_bytes=3000,
                    env_kwargs={"height": 6, "width": 5, "episode_length": 23})
-    import gym_recorder.read.reader as reader_module
+    import gym_recorder.read.bulk as bulk_module
     from gym_recorder.read.storage import LocalStorage
 
     read, files = [], set()
@@ -192,7 +192,7 @@ def test_transitions_of_episodes_in_many_batches_read_only_their_batches(tmp_pat
     # Through the batches' index (no batch JSON parsed), then through the batch JSON.
     for path in ("index", "json"):
         if path == "json":
-            monkeypatch.setattr(reader_module, "read_stacked", lambda *a, **k: None)
+            monkeypatch.setattr(bulk_module, "read_stacked", lambda *a, **k: None)
         read.clear()
         files.clear()
         with RecordingReader(tmp_path) as reader:

@@ -28,7 +28,8 @@ from ..format.edits import EDITS_VERSION
 from ..format.fileio import crc32, dumps
 from ..format.spaces import ArrayLeaf, DictNode, TupleNode
 from ..format.values import array_refs
-from ..read.decode import Decoder, parse_batch
+from ..read.batchfile import parse_batch
+from ..read.decode import Decoder
 from ..read.manifest import Manifest
 from ..read.storage import Storage
 from .join import Segments, can_join, check_crc, join_parts, segments_of

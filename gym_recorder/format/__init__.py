@@ -192,6 +192,10 @@ than 1024 bytes (e.g. a large space), so that a space is described once per writ
                             one ended, without a reset; its first observation is that one's last
                             (readers MUST refuse a value other than true or false)
 
+``continues`` and ``no_reset`` are JSON ``true`` or ``false`` (absent: false); a reader MUST refuse
+an entry with any other value there (``1``, ``"yes"``, ``null``, ``1e308``), naming the batch and
+the entry, rather than read it as either.
+
 An episode is the concatenation of its entries in entry order, which is the order of the batches
 in the manifest and of ``episodes`` inside a batch. Entries of one episode MUST be consecutive in
 a writer's entry sequence, except for vector writers, whose sub-environments interleave (join
@@ -337,9 +341,11 @@ and these change or are added::
                         without decompressing); MUST be present
 
 A reader MUST refuse a codec ``name`` it does not know, naming it (never read the bytes as
-raw). A writer with a compressed ARRAY in any batch writes a manifest of version 2, so that
-readers of version 1 refuse it instead of reading compressed bytes as raw; a reader MUST
-refuse a compressed ARRAY in a batch whose BATCH has no ``codecs`` naming its codec. The
+raw). A writer with a compressed ARRAY in any batch MUST write a manifest of version 2 and
+name the codec in that batch's BATCH ``codecs``, so that readers of version 1 refuse it
+instead of reading compressed bytes as raw; a reader MAY refuse a compressed ARRAY under a
+manifest of version 1 or a BATCH whose ``codecs`` does not name its codec (gym_recorder's
+decodes it by its own ``codec``). The
 batch JSON of a batch with a compressed ARRAY says ``"version": 2``, that of one without says 1. ``level`` is the writer's zstd
 level (readers ignore it); ``chunk_rows`` C is an int in [1, :data:`codecs.MAX_CHUNK_ROWS`]
 (65536); ``delta`` D is ``"none"``, ``"xor"`` or ``"sub"``. ``npyoff`` is a multiple of
@@ -442,7 +448,11 @@ string array, None), makes the writer store that
 array leaf as ``{"__type": "values", ...}`` (one VALUE a row, each with its own shape and
 dtype) in that batch and all later ones of the writer; readers MUST accept either form for array
 leaves and give such a leaf back as a list of its rows (also for an episode whose earlier parts
-stored it as an ARRAY). Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
+stored it as an ARRAY), except that when every row of the leaf in an episode is an array of one
+shape and one dtype (an env whose observations all have another shape than its space says),
+gym_recorder's reader gives the episode's rows as one array of those, as for an ARRAY (and
+whole-recording columns and transitions join such episodes as arrays when their rows agree).
+Text leaves come back as lists of str; Sequence rows as tuples (or arrays when
 ``stack``); Graph rows as GraphInstance; OneOf rows as ``(index, value)`` tuples.
 
 Infos (INFOS)
@@ -721,6 +731,7 @@ __all__ = [
     "check_version",
     "check_batch_entry",
     "continues",
+    "check_flags",
     "entry_end",
     "batch_stem",
     "manifest_name",
@@ -1034,6 +1045,17 @@ def batch_codecs(batch: dict[str, Any], where: str) -> list[str]:
     if names and batch.get("index") is not None:
         raise FormatError(f"{where}: a batch with compressed arrays has no index")
     return names
+
+
+def check_flags(entry: dict[str, Any], where: str) -> None:
+    """Checks an ENTRY's flags: ``continues`` and ``no_reset`` are absent, true or false.
+
+    Raises:
+        FormatError: for any other value (``1``, ``"yes"``, ``null``, ``1e308``), named.
+    """
+    for key in ("continues", "no_reset"):
+        if key in entry and type(entry[key]) is not bool:
+            raise FormatError(f"{where}: {key!r} must be true or false, got {entry[key]!r}")
 
 
 def continues(entry: dict[str, Any]) -> bool:

@@ -15,6 +15,7 @@ from ..format import fileio
 from ..errors import FormatError
 from ..format.fileio import open_regular, read_json_file
 from ..format import (FORMAT_NAME, FORMAT_VERSION, INDEX_TABLE_WIDTH, MAX_NESTING, batch_stem,
+                     check_flags,
                      parse_batch_index, parse_ref)
 
 __all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE", "ACCESS_ERRNOS", "access_cause", "BatchCheck",
@@ -207,6 +208,10 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         for key in ("episode", "part", "steps"):
             if type(entry.get(key)) is not int or entry[key] < 0:
                 check.add(json_name, f"{where}: {key!r} must be a non-negative integer")
+        try:
+            check_flags(entry, where)
+        except FormatError as e:
+            check.add(json_name, str(e))
         if type(entry.get("steps")) is int:
             steps += entry["steps"]
         episodes += entry.get("part") == 0

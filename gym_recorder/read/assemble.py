@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from .columns import FastPart
-from .decode import STACKED, Batch, Decoder, Part, PartData, act_layout, obs_layout
+from .batchfile import Batch
+from .decode import Decoder
+from .entries import STACKED, Part, PartData, act_layout, obs_layout
 from .episode import Episode, EpisodeSummary
 from ..errors import FormatError, UnsupportedSpaceError
 from ..format import ENDS, ArrayRef, continues, join_dtype, parse_ref, rounding_dtypes
@@ -125,7 +127,8 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
 
     def leaves(kind: str, count: int) -> list[Any]:
         return [dests[(kind, k)] if (kind, k) in dests
-                else [x for p in loaded for x in getattr(p, kind)[k]] for k in range(count)]
+                else join_leaf(parts[0].where, [getattr(p, kind)[k] for p in loaded])
+                for k in range(count)]
 
     return make_episode(m, index, loaded[0], loaded[-1],
                         leaves("obs", len(obs_layout(m).leaves)),
@@ -200,7 +203,11 @@ def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Ma
         flatten: Callable[[Any], list[Any]] = (_one_leaf if layout is None
                                                else layout.flattener())
         values = [flatten(getattr(episode(index), name)) for index, _, _ in located]
-        leaves = [join_rows(where, name, [v[k] for v in values]) for k in range(count)]
+        # (rows of other shapes: a gym-recording writer's refused by name; this format's
+        # leaves outside their space come back as lists of rows)
+        join = (join_rows if any(m.legacy for _, m, _ in located)
+                else lambda where, name, cols: join_leaf(where, cols))
+        leaves = [join(where, name, [v[k] for v in values]) for k in range(count)]
     return leaves[0] if layout is None else tree(layout, leaves)
 
 

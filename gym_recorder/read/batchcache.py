@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .decode import Batch
+from .batchfile import Batch
 
 __all__ = ["BatchCache", "BATCH_CACHE_SIZE", "BATCH_CACHE_BYTES", "PARSED_JSON_FACTOR"]
 

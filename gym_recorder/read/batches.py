@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator
 
 from .assemble import PartItem, tree
 from .columns import decode_columns
-from .decode import Batch, Decoder, act_layout, gc_paused, obs_layout
+from .batchfile import Batch
+from .decode import Decoder, gc_paused
+from .entries import act_layout, obs_layout
 from .episode import BatchInfo, EpisodePart
 from ..errors import FormatError
 from ..format import continues

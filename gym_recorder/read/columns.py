@@ -74,7 +74,7 @@ def decode_columns(m: Manifest, bin_name: str, entries: list[Any], file_size: in
     Args:
         m: the batch's writer.
         bin_name: the batch's .bin file name.
-        entries: the batch's entries (as :func:`~gym_recorder.read.decode.parse_batch` checked them).
+        entries: the batch's entries (as :func:`~gym_recorder.read.batchfile.parse_batch` checked them).
         file_size: the .bin's size, checked against the manifest.
         data: the whole .bin's bytes.
         verify: check every array's CRC-32.

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .decode import Batch, Decoder
+from .batchfile import Batch
+from .decode import Decoder
 from .episode import Episode
 from ..errors import FormatError
 from ..format import MAX_NESTING, check_plain_name

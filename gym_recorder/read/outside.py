@@ -15,7 +15,7 @@ import numpy as np
 from ..format import join_arrays
 from ..format.spaces import ValuesLeaf
 
-__all__ = ["join_leaf"]
+__all__ = ["join_leaf", "uniform_rows"]
 
 _VALUES = ValuesLeaf("values")
 
@@ -37,11 +37,28 @@ def _mixed_leaves(slots: list[Any], first_slots: list[Any]) -> bool:
     return others(slots) == others(first_slots)
 
 
+def uniform_rows(rows: list[Any]) -> Any:
+    """An array leaf's rows stored as values (outside its space): one array when every row is
+    an array of one shape and dtype (a wrapper that changed every observation alike, and not
+    its space), else the rows as they are."""
+    if not rows or not all(type(r) is np.ndarray for r in rows):
+        return rows
+    first = rows[0]
+    if first.dtype.hasobject or any(r.shape != first.shape or r.dtype != first.dtype
+                                    for r in rows):
+        return rows
+    return np.stack(rows)
+
+
 def join_leaf(where: str, columns: list[Any]) -> Any:
-    """Joins one leaf's columns of consecutive parts: one array if all are arrays and one dtype
-    holds them exactly (:func:`~gym_recorder.format.join_arrays`), else a list of rows."""
-    if all(isinstance(c, np.ndarray) for c in columns):
-        return join_arrays(where, columns)
+    """Joins one leaf's columns of consecutive parts (or episodes): one array if all are arrays
+    of one row shape and one dtype holds them exactly
+    (:func:`~gym_recorder.format.join_arrays`), else a list of rows."""
+    # (an empty list: no rows of a leaf stored as values, e.g. a part of no steps)
+    arrays = [c for c in columns if not (isinstance(c, list) and not c)]
+    if arrays and all(isinstance(c, np.ndarray) for c in arrays) and len(
+            {c.shape[1:] for c in arrays}) == 1:
+        return join_arrays(where, arrays)
     rows: list[Any] = []
     for c in columns:
         rows.extend(list(c))

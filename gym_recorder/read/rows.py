@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .assemble import COLUMN_KINDS, PartItem, checked_parts, tree
-from .decode import Decoder, act_layout, obs_layout
+from .decode import Decoder
+from .entries import act_layout, obs_layout
 from ..format import ArrayRef
 from .manifest import Manifest
 from ..format.spaces import Layout

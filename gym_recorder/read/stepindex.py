@@ -29,18 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from ..format import fileio as _fileio
 from .assemble import tree
+from .batchindex import IndexTable, exclusive_cumsum, read_index
 from .decode import Decoder
-from ..errors import FormatError
-from ..format import ALIGNMENT, INDEX_FLAGS, INDEX_TABLE_WIDTH, IndexColumn, parse_batch_index
+from ..format import ALIGNMENT
 from .manifest import Manifest
 from ..format.spaces import ArrayLeaf
 
 __all__ = ["FIELDS", "Stacked", "read_stacked"]
 
-_STEP_DTYPES = (np.dtype("<f8"), np.dtype("|b1"), np.dtype("|b1"))
-_STEP_NAMES = ("rewards", "terminations", "truncations")
 # Dtype kinds a leaf's column may have on this path (strings need their code points checked).
 _NUMBER_KINDS = frozenset("biufc")
 
@@ -73,29 +70,23 @@ class Stacked:
 
 
 class _Batch:
-    """One batch whose index checked out: its table and each entry's offset in every column."""
+    """One batch whose index checked out (:mod:`~gym_recorder.read.batchindex`), numbered
+    among the batches read: its table and each entry's offset in every column."""
 
-    __slots__ = ("m", "number", "binfo", "where", "columns", "shapes", "episode", "part",
-                 "steps", "flags", "starts", "base", "offsets")
+    __slots__ = ("m", "number", "binfo", "columns", "shapes", "episode", "part", "steps",
+                 "flags", "starts", "base", "offsets")
 
-    def __init__(self, m: Manifest, number: int, where: str, columns: list[IndexColumn],
-                 table: np.ndarray, base: int) -> None:
+    def __init__(self, m: Manifest, number: int, index: IndexTable, base: int) -> None:
         self.m = m
         self.number = number
         self.binfo = m.batches[number]
-        self.where = where
-        self.columns = columns
-        self.episode, self.part, self.steps, self.flags = (table[:, j].copy()
-                                                            for j in range(INDEX_TABLE_WIDTH))
+        self.columns = index.columns
+        self.shapes = index.shapes
+        self.episode, self.part, self.steps, self.flags = (index.episode, index.part,
+                                                            index.steps, index.flags)
         self.starts = np.flatnonzero(self.part == 0)  # the entries that start episodes
         self.base = base  # the number of its first entry among all batches read
-        self.shapes = _leaf_shapes(m)  # a row's shape in each column
-        # Each entry's array offset in every column, all checked to lie inside the .bin (a
-        # batch whose index does not check out is refused, whichever columns are read).
-        assert m.obs_layout is not None
-        obs_rows = self.steps + (self.part == 0)
-        self.offsets = [_offsets(self, c, obs_rows if c < len(m.obs_layout.leaves)
-                                 else self.steps) for c in range(len(columns))]
+        self.offsets = index.offsets
 
 
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -165,7 +156,7 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
             return None
     part = np.concatenate([b.part for b in batches])[chosen]
     steps = np.concatenate([b.steps for b in batches])[chosen]
-    lengths = np.add.reduceat(steps, _exclusive_cumsum(counts))
+    lengths = np.add.reduceat(steps, exclusive_cumsum(counts))
     obs_rows = steps + (part == 0)
     batch_of_entry = np.repeat(np.arange(len(batches), dtype=np.int64),
                                [len(b.part) for b in batches])[chosen]
@@ -226,7 +217,7 @@ class _Plan:
         if not extra:
             return first, counts
         chosen = np.empty(int(counts.sum()), dtype=np.int64)
-        at = _exclusive_cumsum(counts)
+        at = exclusive_cumsum(counts)
         chosen[at] = first
         for i, chain in extra.items():
             chosen[at[i] + 1:at[i] + 1 + len(chain)] = chain
@@ -258,58 +249,8 @@ class _Plan:
 
 def _read_index(decoder: Decoder, m: Manifest, b: int, base: int) -> _Batch | None:
     """Reads and checks batch b's index (None when it has none)."""
-    binfo = m.batches[b]
-    index = binfo.get("index")
-    if index is None:
-        return None
-    assert m.obs_layout is not None and m.act_layout is not None
-    where = f"{m.name} batch {b}"
-    n_columns = len(m.obs_layout.leaves) + len(m.act_layout.leaves) + 3
-    table_at, crc, columns = parse_batch_index(index, where, binfo["len"], binfo["bin_size"],
-                                                n_columns)
-    for col, dtype, name in zip(columns[-3:], _STEP_DTYPES, _STEP_NAMES):
-        if col.dtype != dtype:
-            raise FormatError(f"{where}: index column of {name} has dtype {col.dtype.str}, "
-                              f"not {dtype.str}")
-    length = binfo["len"]
-    decoder.check_bin(binfo["bin"], binfo["bin_size"])
-    raw = decoder.read_exact(binfo["bin"], table_at, length * INDEX_TABLE_WIDTH * 8)
-    if _fileio.crc32(raw) != crc:
-        raise FormatError(f"{where}: CRC-32 of the index table does not match")
-    table = raw.view("<i8").reshape(length, INDEX_TABLE_WIDTH)
-    if length and (table.min() < 0 or (table[:, 3] & ~INDEX_FLAGS).any()):
-        raise FormatError(f"{where}: the index table holds a negative number or unknown flags")
-    steps, new = int(table[:, 2].sum()), int((table[:, 1] == 0).sum())
-    if steps != binfo["steps"] or new != binfo["episodes"]:
-        raise FormatError(f"{where}: the index table counts {steps} steps and {new} episodes, "
-                          f"the manifest {binfo['steps']} and {binfo['episodes']}")
-    return _Batch(m, b, where, columns, table, base)
-
-
-def _leaf_shapes(m: Manifest) -> list[tuple[int, ...]]:
-    """The shape of a row of each column of a writer: its leaves', then the step columns'."""
-    assert m.obs_layout is not None and m.act_layout is not None
-    return [tuple(leaf.shape) for leaf in m.obs_layout.leaves + m.act_layout.leaves] + [()] * 3
-
-
-def _offsets(batch: _Batch, c: int, rows: np.ndarray) -> np.ndarray:
-    """Each entry's array offset in column c of a batch (its entries' ``rows`` rows), checked
-    to lie inside its .bin."""
-    col = batch.columns[c]
-    row_bytes = col.dtype.itemsize * prod(batch.shapes[c])
-    size_limit = batch.binfo["bin_size"]
-    # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or their
-    # sum, must not wrap around int64 into a size that looks small.)
-    beyond = FormatError(f"{batch.where}: index column {c} places arrays beyond the end of "
-                         f"{batch.binfo['bin']} ({size_limit} bytes)")
-    most = int(rows.max()) if len(rows) else 0
-    if most * row_bytes > size_limit or float(rows.sum(dtype=np.float64)) * row_bytes > size_limit:
-        raise beyond
-    sizes = rows * row_bytes
-    offsets = col.offset + _exclusive_cumsum(-(-sizes // col.unit) * col.unit)
-    if len(rows) and int((offsets + sizes).max()) > size_limit:
-        raise beyond
-    return offsets
+    index = read_index(decoder.storage, m, b)
+    return None if index is None else _Batch(m, b, index, base)
 
 
 def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: np.ndarray,
@@ -329,7 +270,7 @@ def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: n
     out_rows = out.reshape(total, -1).view(np.uint8).reshape(total, row_bytes)
     unit = np.dtype((np.void, row_bytes))
     out_void = out_rows.view(unit).reshape(total)
-    dst_start = _exclusive_cumsum(rows)
+    dst_start = exclusive_cumsum(rows)
     storage = decoder.storage
     for b, here in _groups(bat):
         r = rows[here]
@@ -384,18 +325,11 @@ def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
 
 
-def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(values), dtype=np.int64)
-    if len(values) > 1:
-        np.cumsum(values[:-1], out=out[1:])
-    return out
-
-
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """``concatenate([arange(s, s + n) for s, n in zip(starts, counts)])``, vectorised."""
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
     if not total:
         return np.zeros(0, dtype=np.int64)
-    return (np.repeat(np.asarray(starts, dtype=np.int64) - _exclusive_cumsum(counts), counts)
+    return (np.repeat(np.asarray(starts, dtype=np.int64) - exclusive_cumsum(counts), counts)
             + np.arange(total, dtype=np.int64))
