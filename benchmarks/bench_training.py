@@ -51,7 +51,7 @@ sys.path.insert(0, REPO)  # benchmark the checkout, not whatever version is inst
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
-import gym_recorder.read.reader as reader_module  # noqa: E402
+import gym_recorder.read.bulk as reader_module  # noqa: E402
 from gym_recorder import RecordingReader, RecordingWrapper  # noqa: E402
 from gym_recorder.training.datasets import TransitionDataset  # noqa: E402
 from gym_recorder.training.transitions import transitions  # noqa: E402

@@ -308,6 +308,12 @@ HOSTILE = {
                        "unit must be an integer"),
     "offset past the end": (lambda b, d: b["index"]["columns"][1].__setitem__(
         1, b["bin_size"] - 8), "beyond the end"),
+    # An offset moved within the .bin (no CRC-32 covers the manifest): the columns no longer
+    # lie one after another, as writers lay them out (found by an independent reader).
+    "rewards moved by 8": (lambda b, d: b["index"]["columns"][2].__setitem__(
+        1, b["index"]["columns"][2][1] + 8), "column 2 starts at"),
+    "observations moved by 8": (lambda b, d: b["index"]["columns"][0].__setitem__(1, 8),
+                                "column 0 starts at 8"),
     "rewards dtype": (lambda b, d: b["index"]["columns"][2].__setitem__(0, "<f4"),
                       "rewards has dtype <f4"),
     "object dtype": (lambda b, d: b["index"]["columns"][0].__setitem__(0, "|O"),

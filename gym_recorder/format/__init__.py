@@ -258,6 +258,10 @@ hold an INDEX, from which those arrays are found with the manifest and the .bin 
   entry's ``steps``, plus 1 for the observations of a part 0) and starts at
   ``npyoff + sum(ceil(size_j / unit) * unit for j < k)``, ``size_j`` being entry j's array's
   bytes: the column's arrays lie one after another, each padded to a multiple of ``unit``.
+  Column 0's ``npyoff`` is 0 and each next column's is where the column before it ends (its
+  last array's end, rounded up to a multiple of :data:`ALIGNMENT`): writers lay the stacked
+  columns out first, one after another; a reader MAY refuse an INDEX whose columns do not
+  (gym_recorder's does, since no CRC-32 covers the manifest's offsets).
   ``table``, ``crc32``, ``npyoff`` and ``unit`` are JSON integer tokens (a reader MUST refuse
   ``8.0``); ``npyoff`` is a multiple of :data:`ALIGNMENT`, ``unit`` a positive one, at most
   :data:`MAX_INDEX_UNIT` (64).

@@ -43,13 +43,15 @@ class IndexTable:
     """One batch's index, checked against the manifest: the table's columns (episode, part,
     steps, flags per entry), the stacked columns, and each entry's array offset in each."""
 
-    __slots__ = ("where", "columns", "shapes", "episode", "part", "steps", "flags", "offsets")
+    __slots__ = ("where", "columns", "shapes", "episode", "part", "steps", "flags", "offsets",
+                 "n_obs")
 
     def __init__(self, where: str, columns: list[IndexColumn], shapes: list[tuple[int, ...]],
                  table: np.ndarray, bin_name: str, bin_size: int, n_obs: int) -> None:
         self.where = where
         self.columns = columns
         self.shapes = shapes  # a row's shape in each column
+        self.n_obs = n_obs  # the columns of observation leaves come first
         self.episode, self.part, self.steps, self.flags = (table[:, j].copy()
                                                             for j in range(INDEX_TABLE_WIDTH))
         obs_rows = self.steps + (self.part == 0)
@@ -114,7 +116,25 @@ def _read(storage: Storage, m: Manifest, binfo: dict[str, Any], index: Any,
     if steps != binfo["steps"] or new != binfo["episodes"]:
         raise FormatError(f"{where}: the index table counts {steps} steps and {new} episodes, "
                           f"the manifest {binfo['steps']} and {binfo['episodes']}")
-    return IndexTable(where, columns, leaf_shapes(m), table, bin_name, binfo["bin_size"], n_obs)
+    index = IndexTable(where, columns, leaf_shapes(m), table, bin_name, binfo["bin_size"], n_obs)
+    _check_tiling(index)
+    return index
+
+
+def _check_tiling(index: IndexTable) -> None:
+    """The columns lie one after another from the .bin's start, each from where the one before
+    ends (its last array's end, rounded up to ALIGNMENT), as the spec says writers lay a batch
+    out: an offset moved in the manifest, which no CRC-32 covers, would otherwise read
+    other bytes of the right size."""
+    at = 0
+    for c, (col, offsets) in enumerate(zip(index.columns, index.offsets)):
+        if col.offset != at:
+            raise BatchIndexError(f"{index.where}: batch index column {c} starts at {col.offset}, "
+                                  f"where the column before it ends is {at}")
+        if len(offsets):
+            rows = index.steps + (index.part == 0) if c < index.n_obs else index.steps
+            last = int(rows[-1]) * col.dtype.itemsize * prod(index.shapes[c])
+            at = int(offsets[-1]) + -(-last // ALIGNMENT) * ALIGNMENT
 
 
 def _offsets(index: IndexTable, c: int, rows: np.ndarray, bin_name: str,
