@@ -116,9 +116,9 @@ def _read(storage: Storage, m: Manifest, binfo: dict[str, Any], index: Any,
     if steps != binfo["steps"] or new != binfo["episodes"]:
         raise FormatError(f"{where}: the index table counts {steps} steps and {new} episodes, "
                           f"the manifest {binfo['steps']} and {binfo['episodes']}")
-    index = IndexTable(where, columns, leaf_shapes(m), table, bin_name, binfo["bin_size"], n_obs)
-    _check_tiling(index)
-    return index
+    read = IndexTable(where, columns, leaf_shapes(m), table, bin_name, binfo["bin_size"], n_obs)
+    _check_tiling(read)
+    return read
 
 
 def _check_tiling(index: IndexTable) -> None:
