@@ -26,9 +26,12 @@ from ..format.fileio import open_regular
 __all__ = ["Storage", "LocalStorage", "open_storage", "located", "naming_urls",
            "MAX_OPEN_FILES"]
 
-# File descriptors a LocalStorage keeps open at most (of files read by range): as many as the
-# reader caches batches (batchcache.BATCH_CACHE_SIZE), so that iterating in order opens each .bin once.
-MAX_OPEN_FILES = 4
+# File descriptors a LocalStorage keeps open at most (of files read by range): more than the
+# reader caches batches (batchcache.BATCH_CACHE_SIZE), so that iterating in order opens each .bin
+# once and random rows of a recording of up to this many batches (episode_rows: 32 batches are
+# 160 MB of raw frames, gigabytes compressed) open none again: opening one costs ~20 us, as much as
+# reading a frame. (32 of the 1,024 descriptors a Linux process has by default.)
+MAX_OPEN_FILES = 32
 
 
 @runtime_checkable
