@@ -109,6 +109,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.record.agent_rows": ("test_multiagent.py",),
     "gym_recorder.record.batch": ("test_writer_policies.py",),
     "gym_recorder.record.binsink": ("test_encode.py", "test_writer_columns.py"),
+    "gym_recorder.record.prefix": ("test_writer_policies.py", "test_ray.py"),
     "gym_recorder.record.session": ("test_env_mixed_dirs.py", "test_env_fork.py"),
     "gym_recorder.record.shell": ("test_vector_policies.py", "test_env_copies.py"),
     "gym_recorder.record.vector_buffer": ("test_vector.py", "test_buffer.py"),
