@@ -104,6 +104,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.read.outside": ("test_env_outside_space.py",),
     "gym_recorder.read.reader": ("test_roundtrip.py", "test_iterate.py"),
     "gym_recorder.read.rows": ("test_episode_rows.py",),
+    "gym_recorder.read.wholecolumn": ("test_column.py", "test_training.py"),
     # recording
     "gym_recorder.record": ("test_roundtrip.py",),
     "gym_recorder.record.agent_rows": ("test_multiagent.py",),
