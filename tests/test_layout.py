@@ -131,6 +131,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     # training
     "gym_recorder.training": ("test_training.py",),
     "gym_recorder.training.agents": ("test_multiagent_read.py",),
+    "gym_recorder.training.itemcache": ("test_datasets.py",),
     "gym_recorder.training.sampling": ("test_training.py", "test_datasets.py"),
     "gym_recorder.training.selection": ("test_training.py", "test_datasets.py"),
     "gym_recorder.training.transitions": ("test_training.py", "test_stack_at_read_time.py"),
