@@ -104,10 +104,13 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.read.outside": ("test_env_outside_space.py",),
     "gym_recorder.read.reader": ("test_roundtrip.py", "test_iterate.py"),
     "gym_recorder.read.rows": ("test_episode_rows.py",),
+    "gym_recorder.read.wholecolumn": ("test_column.py", "test_training.py"),
     # recording
     "gym_recorder.record": ("test_roundtrip.py",),
     "gym_recorder.record.agent_rows": ("test_multiagent.py",),
     "gym_recorder.record.batch": ("test_writer_policies.py",),
+    "gym_recorder.record.binsink": ("test_encode.py", "test_writer_columns.py"),
+    "gym_recorder.record.prefix": ("test_writer_policies.py", "test_ray.py"),
     "gym_recorder.record.session": ("test_env_mixed_dirs.py", "test_env_fork.py"),
     "gym_recorder.record.shell": ("test_vector_policies.py", "test_env_copies.py"),
     "gym_recorder.record.vector_buffer": ("test_vector.py", "test_buffer.py"),
@@ -128,6 +131,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     # training
     "gym_recorder.training": ("test_training.py",),
     "gym_recorder.training.agents": ("test_multiagent_read.py",),
+    "gym_recorder.training.itemcache": ("test_datasets.py",),
     "gym_recorder.training.sampling": ("test_training.py", "test_datasets.py"),
     "gym_recorder.training.selection": ("test_training.py", "test_datasets.py"),
     "gym_recorder.training.transitions": ("test_training.py", "test_stack_at_read_time.py"),

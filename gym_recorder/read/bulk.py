@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 from ..errors import EmptySelectionError
-from .assemble import COLUMN_KINDS, PartItem, read_column, summarize
+from .assemble import PartItem, summarize
+from .wholecolumn import COLUMN_KINDS, read_column
 from .batches import OpenEpisodes, decode_batch, list_batches
 from .batchfile import Batch
 from .columns import FastPart

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .assemble import COLUMN_KINDS, PartItem, checked_parts, tree
+from .assemble import PartItem, checked_parts, tree
+from .wholecolumn import COLUMN_KINDS
 from .decode import Decoder
 from .entries import act_layout, obs_layout
 from ..format import ArrayRef

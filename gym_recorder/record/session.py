@@ -238,9 +238,9 @@ _LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
 def _after_fork_in_child() -> None:
     """In a forked child: the parent's writer threads do not exist here, and what the parent
     buffered is the parent's to write. Every session starts over (see RecordingSession.renew)."""
-    from . import writer as writer_module
+    from . import prefix as prefix_module
 
-    writer_module._counter_lock = threading.Lock()  # (it may have been held by another thread)
+    prefix_module._counter_lock = threading.Lock()  # (it may have been held by another thread)
     for session in list(_LIVE):
         session.renew()
 

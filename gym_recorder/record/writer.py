@@ -13,7 +13,6 @@ import datetime
 import math
 import os
 import queue
-import secrets
 import socket
 import threading
 import time
@@ -26,12 +25,13 @@ from ..format.fileio import dumps
 from .batchqueue import BatchQueue
 from .batch import Batch
 from .encode import BatchEncoder
+from .prefix import default_prefix
 from . import writeback as io
 from .writeback import (DEFAULT_WRITE_MODE, DEFAULT_WRITEBACK, WRITE_MODES, WRITEBACK_POLICIES,
                         AutoMode, Gathered, SwitchInterval, TempNames, Writeback)
 from ..errors import RecorderError, RecordingClosedError, UnsupportedValueError, write_error
 from ..format.codecs import Codec
-from ..format import (RAW_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION, LEGACY_PREFIX, batch_stem, check_prefix,
+from ..format import (RAW_FORMAT_VERSION, FORMAT_NAME, FORMAT_VERSION, batch_stem, check_prefix,
                      manifest_name)
 from ..format.spaces import Layout
 
@@ -52,19 +52,6 @@ MAX_COALESCED_BATCHES = 16
 # The writer's choices (see record/writeback), read when a writer starts.
 WRITEBACK = DEFAULT_WRITEBACK
 WRITE_MODE = DEFAULT_WRITE_MODE
-_counter = 0
-_counter_lock = threading.Lock()
-
-
-def default_prefix() -> str:
-    """Returns a new writer prefix, unique across processes and hosts sharing a directory."""
-    global _counter
-    with _counter_lock:
-        _counter += 1
-        n = _counter
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    # Kept short: every array reference repeats the .bin name that starts with it.
-    return f"{LEGACY_PREFIX}{stamp}.{os.getpid()}.{secrets.token_hex(3)}{n:02d}"
 
 
 def _fsync_path(path: str) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..format.agents import ACT_KEY, OBS_KEY, MultiAgent, parse_multiagent
-from ..read.assemble import join_rows
+from ..read.wholecolumn import join_rows
 from ..errors import EmptySelectionError, UnsupportedSpaceError
 from ..read.reader import RecordingReader
 from .agents import agent_columns
