@@ -135,18 +135,23 @@ class EndlessEnv(gym.Env):
                 {"t": self.t})
 
 
+def _stepped_on(env: gym.Env, directory) -> list:
+    """Records seven steps of ``env`` after one reset (seed 4), whatever ends; its episodes."""
+    recorder = RecordingWrapper(env, directory)
+    recorder.reset(seed=4)
+    for t in range(1, 8):
+        recorder.step(t % 3)
+    recorder.close()
+    with RecordingReader(directory) as reader:
+        return list(reader)
+
+
 def test_steps_after_termination_without_reset(tmp_path):
     """A step after the episode ended, on an env that goes on without a reset, is a transition
     like any other: the first of an episode marked no_reset, which starts from the last
     observation (found by an independent reader: it was taken for the env's own reset and its
     action and reward dropped)."""
-    env = RecordingWrapper(EndlessEnv(), tmp_path)
-    env.reset(seed=4)
-    for t in range(1, 8):
-        env.step(t % 3)  # terminates at t = 3 and t = 6, steps on regardless
-    env.close()
-    with RecordingReader(tmp_path) as reader:
-        eps = list(reader)
+    eps = _stepped_on(EndlessEnv(), tmp_path)  # terminates at t = 3 and t = 6, steps on
     assert [len(ep) for ep in eps] == [3, 3, 1]
     assert [ep.end for ep in eps] == ["terminated", "terminated", "close"]
     assert [ep.no_reset for ep in eps] == [False, True, True]
@@ -161,13 +166,7 @@ def test_steps_after_termination_without_reset(tmp_path):
 
 def test_steps_after_termination_under_autoreset_are_resets(tmp_path):
     """Under gymnasium.wrappers.Autoreset the step after the end is the env's own reset."""
-    env = RecordingWrapper(gym.wrappers.Autoreset(EndlessEnv()), tmp_path)
-    env.reset(seed=4)
-    for t in range(1, 8):
-        env.step(t % 3)
-    env.close()
-    with RecordingReader(tmp_path) as reader:
-        eps = list(reader)
+    eps = _stepped_on(gym.wrappers.Autoreset(EndlessEnv()), tmp_path)
     # (the step at t = 4 is Autoreset's reset; the env counts 1, 2, 3 again and terminates)
     assert [len(ep) for ep in eps] == [3, 3]
     assert [ep.no_reset for ep in eps] == [False, False]
