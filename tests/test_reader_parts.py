@@ -191,6 +191,7 @@ def _open_fds():
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
 def test_small_episodes_keep_few_files_open_and_own_their_bytes(tmp_path):
     from gym_recorder.read.batchcache import BATCH_CACHE_SIZE
+    from gym_recorder.read.storage import MAX_OPEN_FILES
 
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, target_batch_bytes=4_000)
     env.action_space.seed(1)
@@ -203,12 +204,12 @@ def test_small_episodes_keep_few_files_open_and_own_their_bytes(tmp_path):
             env.reset()
     env.close()
     _, manifest = _manifest(tmp_path)
-    assert len(manifest["batches"]) > BATCH_CACHE_SIZE
+    assert len(manifest["batches"]) > MAX_OPEN_FILES > BATCH_CACHE_SIZE  # (files evicted)
     before = _open_fds()
     reader = RecordingReader(tmp_path, verify=True)
     episodes = []
     for ep in reader:
-        assert _open_fds() - before <= BATCH_CACHE_SIZE
+        assert _open_fds() - before <= MAX_OPEN_FILES  # (bounded: the storage's LRU)
         episodes.append(ep)
     reader.close()
     assert _open_fds() == before
