@@ -733,6 +733,7 @@ __all__ = [
     "BATCH_NAME_RE",
     "is_legacy",
     "check_version",
+    "check_version_number",
     "check_batch_entry",
     "continues",
     "check_flags",
@@ -969,12 +970,22 @@ def check_version(doc: dict[str, Any], where: str) -> int:
     """
     if doc.get("format") != FORMAT_NAME:
         raise FormatError(f"{where}: format is {doc.get('format')!r}, not {FORMAT_NAME!r}")
+    return check_version_number(doc, where, 1, FORMAT_VERSION, "format")
+
+
+def check_version_number(doc: dict[str, Any], where: str, lowest: int, newest: int,
+                         what: str) -> int:
+    """A document's "version": an int from ``lowest`` to ``newest`` (this reader's); returns it.
+
+    Raises:
+        FormatError: "bad {what} version", or "{what} version N is newer than this reader".
+    """
     version = doc.get("version")
-    if type(version) is not int or version < 1:
-        raise FormatError(f"{where}: bad format version {version!r}")
-    if version > FORMAT_VERSION:
-        raise FormatError(f"{where}: format version {version} is newer than this reader "
-                          f"({FORMAT_VERSION}); upgrade gym_recorder")
+    if type(version) is not int or version < lowest:
+        raise FormatError(f"{where}: bad {what} version {version!r}")
+    if version > newest:
+        raise FormatError(f"{where}: {what} version {version} is newer than this reader "
+                          f"({newest}); upgrade gym_recorder")
     return version
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from . import FORMAT_NAME, MANIFEST_SUFFIX, check_prefix
+from . import FORMAT_NAME, MANIFEST_SUFFIX, check_prefix, check_version_number
 
 __all__ = ["EDITS_PREFIX", "EDITS_MANIFEST", "EDITS_VERSION", "EDIT_LOG_RE", "MAX_NUMBER",
            "EditState", "log_name", "parse_state", "tripwire_doc", "check_tripwire",
@@ -143,12 +143,7 @@ def parse_state(doc: Any, where: str, generation: int) -> EditState:
         raise FormatError(f"{where}: an edit record must be a JSON object")
     if doc.get("format") != FORMAT_NAME or doc.get("prefix") != EDITS_PREFIX:
         raise FormatError(f"{where}: not a gym_recorder edit record")
-    version = doc.get("version")
-    if type(version) is not int or version < 2:
-        raise FormatError(f"{where}: bad edit record version {version!r}")
-    if version > EDITS_VERSION:
-        raise FormatError(f"{where}: edit record version {version} is newer than this reader "
-                          f"({EDITS_VERSION}); upgrade gym_recorder")
+    check_version_number(doc, where, 2, EDITS_VERSION, "edit record")
     if doc.get("generation") != generation or type(doc.get("generation")) is not int:
         raise FormatError(f"{where}: 'generation' {doc.get('generation')!r} is not the "
                           f"{generation} of the file's name")

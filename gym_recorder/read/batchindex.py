@@ -44,19 +44,20 @@ class IndexTable:
     steps, flags per entry), the stacked columns, and each entry's array offset in each."""
 
     __slots__ = ("where", "columns", "shapes", "episode", "part", "steps", "flags", "offsets",
-                 "n_obs")
+                 "ends")
 
     def __init__(self, where: str, columns: list[IndexColumn], shapes: list[tuple[int, ...]],
                  table: np.ndarray, bin_name: str, bin_size: int, n_obs: int) -> None:
         self.where = where
         self.columns = columns
         self.shapes = shapes  # a row's shape in each column
-        self.n_obs = n_obs  # the columns of observation leaves come first
         self.episode, self.part, self.steps, self.flags = (table[:, j].copy()
                                                             for j in range(INDEX_TABLE_WIDTH))
         obs_rows = self.steps + (self.part == 0)
-        self.offsets = [_offsets(self, c, obs_rows if c < n_obs else self.steps, bin_name,
-                                 bin_size) for c in range(len(columns))]
+        placed = [_offsets(self, c, obs_rows if c < n_obs else self.steps, bin_name, bin_size)
+                  for c in range(len(columns))]
+        self.offsets = [offsets for offsets, _ in placed]
+        self.ends = [end for _, end in placed]  # where each column's last array ends
 
 
 def leaf_shapes(m: Manifest) -> list[tuple[int, ...]]:
@@ -127,20 +128,17 @@ def _check_tiling(index: IndexTable) -> None:
     out: an offset moved in the manifest, which no CRC-32 covers, would otherwise read
     other bytes of the right size."""
     at = 0
-    for c, (col, offsets) in enumerate(zip(index.columns, index.offsets)):
+    for c, (col, end) in enumerate(zip(index.columns, index.ends)):
         if col.offset != at:
             raise BatchIndexError(f"{index.where}: batch index column {c} starts at {col.offset}, "
                                   f"where the column before it ends is {at}")
-        if len(offsets):
-            rows = index.steps + (index.part == 0) if c < index.n_obs else index.steps
-            last = int(rows[-1]) * col.dtype.itemsize * prod(index.shapes[c])
-            at = int(offsets[-1]) + -(-last // ALIGNMENT) * ALIGNMENT
+        at = -(-end // ALIGNMENT) * ALIGNMENT
 
 
 def _offsets(index: IndexTable, c: int, rows: np.ndarray, bin_name: str,
-             size_limit: int) -> np.ndarray:
+             size_limit: int) -> tuple[np.ndarray, int]:
     """Each entry's array offset in column c (its entries' ``rows`` rows), checked to lie
-    inside the .bin."""
+    inside the .bin, and where the column's last array ends (its start when it has none)."""
     col = index.columns[c]
     row_bytes = col.dtype.itemsize * prod(index.shapes[c])
     # (Checked in Python's integers first: a hostile table's rows times a row's bytes, or their
@@ -154,7 +152,7 @@ def _offsets(index: IndexTable, c: int, rows: np.ndarray, bin_name: str,
     offsets = col.offset + exclusive_cumsum(-(-sizes // col.unit) * col.unit)
     if len(rows) and int((offsets + sizes).max()) > size_limit:
         raise beyond
-    return offsets
+    return offsets, int(offsets[-1] + sizes[-1]) if len(rows) else col.offset
 
 
 def check_entries(index: IndexTable, table: np.ndarray, refs: Sequence[Sequence[Any]],
