@@ -5,7 +5,9 @@ The format is specified in :mod:`gym_recorder.format`.
 Where each step of an observation's path lives: one wing a folder, one job a module; data goes
 one way, recording and reading meet only in the format.
 
-- ``format/``: the specification and its rules (``format/__init__``), ``spaces`` (space
+- ``format/``: the specification (``format/__init__``'s docstring) and its rules in code:
+  ``constants`` (the numbers it fixes), ``names`` (file names), ``refs`` (an array reference's
+  checks), ``rules`` (versions, a manifest's BATCH, an ENTRY's flags, the batch INDEX); ``spaces`` (space
   descriptions) and ``layout`` (their tree of leaves), ``values`` (VALUE encoding), ``fileio``
   (strict JSON, safe opens, atomic writes, CRC-32), ``envspec`` (the env's spec kept in a
   recording), ``specjson`` (its kwargs as JSON), ``rebuild`` (the env made again from it);

@@ -57,6 +57,10 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.edit.select": ("test_edit.py",),
     # the format
     "gym_recorder.format": ("test_spec_rules.py", "test_hostile_arrays.py"),
+    "gym_recorder.format.constants": ("test_spec_rules.py",),
+    "gym_recorder.format.names": ("test_spec_rules.py", "test_hostile_names.py"),
+    "gym_recorder.format.refs": ("test_spec_rules.py", "test_hostile_arrays.py"),
+    "gym_recorder.format.rules": ("test_spec_rules.py", "test_stepindex.py"),
     "gym_recorder.format._zstd": ("test_compress.py",),
     "gym_recorder.format.agents": ("test_multiagent.py",),
     "gym_recorder.format.codecs": ("test_compress.py",),

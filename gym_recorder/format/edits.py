@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from . import FORMAT_NAME, MANIFEST_SUFFIX, check_prefix, check_version_number
+from .constants import FORMAT_NAME, MANIFEST_SUFFIX
+from .names import check_prefix
+from .rules import check_version_number
 
 __all__ = ["EDITS_PREFIX", "EDITS_MANIFEST", "EDITS_VERSION", "EDIT_LOG_RE", "MAX_NUMBER",
            "EditState", "log_name", "parse_state", "tripwire_doc", "check_tripwire",

@@ -25,7 +25,7 @@ from typing import IO, Any, ContextManager
 import atomicwrites
 
 from ..errors import FormatError, OutputExistsError
-from . import MAX_JSON_BYTES
+from .constants import MAX_JSON_BYTES
 
 __all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
            "remove_stale_temps", "building", "AtomicWriter", "atomic_write"]

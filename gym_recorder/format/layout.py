@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from . import MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS, parse_dtype
+from .constants import MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS
+from .dtypes import parse_dtype
 from .values import ArraySource, decode_value
 
 __all__ = ["ArrayLeaf", "DictNode", "Layout", "TupleNode", "ValuesLeaf", "decode_values_leaf",

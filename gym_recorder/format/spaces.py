@@ -17,7 +17,8 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import FormatError, SpaceKeptAsWarning
-from . import MAX_NESTING, parse_dtype
+from .constants import MAX_NESTING
+from .dtypes import parse_dtype
 from .layout import (ArrayLeaf, DictNode, Layout, TupleNode, ValuesLeaf, decode_values_leaf,
                      space_shape)
 

@@ -87,7 +87,7 @@ def decode_arg(value: Any) -> Any:
     """
     import numpy as np
 
-    from . import parse_dtype
+    from .dtypes import parse_dtype
     from .spaces import build_space
 
     if isinstance(value, list):

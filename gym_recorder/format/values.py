@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, UnsupportedValueError
-from . import MAX_NESTING, parse_dtype
+from .constants import MAX_NESTING
+from .dtypes import parse_dtype
 
 __all__ = ["ArraySink", "ArraySource", "encode_value", "decode_value", "snapshot", "record_info",
            "check_metadata", "manifest_metadata", "MAX_METADATA_BYTES", "array_refs"]
