@@ -235,11 +235,11 @@ def test_old_readers_refuse_and_lost_log_is_said(tmp_path: Path, monkeypatch) ->
     d = tmp_path / "rec"
     record_cartpole(d, episodes=4)
     edit.delete(d, [0])
-    import gym_recorder.format as fmt
+    import gym_recorder.format.rules as rules
     from gym_recorder.read.manifest import Manifest
 
     with monkeypatch.context() as m:
-        m.setattr(fmt, "FORMAT_VERSION", 1)  # a reader of version 1 reads every manifest
+        m.setattr(rules, "FORMAT_VERSION", 1)  # a reader of version 1 reads every manifest
         with pytest.raises(FormatError, match=r"_edits\.manifest\.json: format version 2 is "
                                               r"newer than this reader"):
             [Manifest(d, n) for n in sorted(os.listdir(d)) if n.endswith(".manifest.json")]
