@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 from gym_recorder import RecordingReader, RecordingWrapper, Zstd  # noqa: E402
 from gym_recorder.format.codecs import decode_rows, encode_rows  # noqa: E402
-from gym_recorder.record.writer import BatchWriter  # noqa: E402
+from gym_recorder.record.batchfiles import BatchFiles  # noqa: E402
 
 GAMES = ("Breakout", "Pong", "MsPacman", "SpaceInvaders", "Seaquest")
 STACKED = ("Breakout", "MsPacman")
@@ -95,17 +95,17 @@ def _cpu() -> float:
 # and the steps of those batches: the writer's own cost, which load on the machine changes
 # little (the wall and process figures move by hundreds of us a step on a busy machine).
 _WRITER = [0.0, 0]
-_write_batch = BatchWriter._write_batch
+_write_batch = BatchFiles.write_batch
 
 
-def _timed_write_batch(self: BatchWriter, first: int, batch: Any) -> None:
+def _timed_write_batch(self: BatchFiles, first: int, batch: Any) -> None:
     t0, steps = time.thread_time(), batch.steps
     _write_batch(self, first, batch)
     _WRITER[0] += time.thread_time() - t0
     _WRITER[1] += steps
 
 
-BatchWriter._write_batch = _timed_write_batch  # type: ignore[method-assign]
+BatchFiles.write_batch = _timed_write_batch  # type: ignore[method-assign]
 
 
 def writer_cpu() -> float:

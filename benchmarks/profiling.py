@@ -76,7 +76,7 @@ def _find_writer(env: RecordingWrapper) -> Any:
     for holder in (env, getattr(env, "_session", None)):
         for name in ("_writer", "writer"):
             writer = getattr(holder, name, None)
-            if writer is not None and hasattr(writer, "_write_batch"):
+            if writer is not None and hasattr(getattr(writer, "files", None), "write_batch"):
                 return writer
     return None
 
@@ -93,10 +93,10 @@ def step_distribution(case: Case, steps: int, workdir: str) -> dict:
             env = RecordingWrapper(env, directory)
             writer = _find_writer(env)
             if writer is None:
-                out[variant] = {"error": "BatchWriter._write_batch not found (internals changed)"}
+                out[variant] = {"error": "BatchWriter.files.write_batch not found (internals changed)"}
                 env.close()
                 continue
-            original = writer._write_batch
+            original = writer.files.write_batch
             if variant.endswith("no writer work"):
                 def write_batch(first: int, batch: Any) -> None:
                     batch.release()
@@ -109,7 +109,7 @@ def step_distribution(case: Case, steps: int, workdir: str) -> dict:
                         writer_time["wall"] += time.perf_counter_ns() - w0
                         writer_time["cpu"] += time.thread_time_ns() - c0
                         writer_time["batches"] += 1
-            writer._write_batch = write_batch
+            writer.files.write_batch = write_batch  # type: ignore[method-assign]
         seed = SEED
         env.reset(seed=seed)
         step = env.step

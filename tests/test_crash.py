@@ -25,12 +25,9 @@ import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.integrity import repair, verify
-from gym_recorder.record import writer as writer_module
+from gym_recorder.record import batchfiles as batchfiles_module
+from gym_recorder.record.batchfiles import MAX_COALESCED_BATCHES
 from gym_recorder.record.writer import MAX_PENDING_BATCHES
-
-# Batches written but waiting for the manifest rewrite that commits several at once (0 when the
-# writer commits each batch on its own).
-MAX_COALESCED_BATCHES = getattr(writer_module, "MAX_COALESCED_BATCHES", 0)
 from sample_envs.envs import ImageEnv
 from conftest import image_episode
 
@@ -39,7 +36,7 @@ TEMP_RE = re.compile(r"tmp[a-z0-9_]{8}")
 
 CHILD = textwrap.dedent("""
     import os, sys, time
-    import gym_recorder.record.writer as w
+    import gym_recorder.record.batchfiles as bf
     from gym_recorder import RecordingWrapper
     from sample_envs.envs import ImageEnv
 
@@ -49,7 +46,7 @@ CHILD = textwrap.dedent("""
     write_delay, step_sleep = float(write_delay), float(step_sleep)
 
     import gym_recorder.record.writeback as wb
-    write_buffers, write_batch = wb.write_buffers, w.BatchWriter._write_batch
+    write_buffers, write_batch = wb.write_buffers, bf.BatchFiles.write_batch
 
     def slow_write_buffers(fd, buffers, path):  # slower writes: kills land mid-batch more often
         if not (write_delay and path.endswith(".bin")):
@@ -58,13 +55,13 @@ CHILD = textwrap.dedent("""
             write_buffers(fd, [data], path)
             time.sleep(write_delay)
 
-    def marked_write_batch(writer, first, batch):
+    def marked_write_batch(files, first, batch):
         os.write(2, b"B%d\\n" % first)
-        write_batch(writer, first, batch)
+        write_batch(files, first, batch)
         os.write(2, b"E%d\\n" % first)
 
     wb.write_buffers = slow_write_buffers
-    w.BatchWriter._write_batch = marked_write_batch
+    bf.BatchFiles.write_batch = marked_write_batch
     env = RecordingWrapper(ImageEnv(height=size, width=size, episode_length=length), directory,
                            target_batch_bytes=target, flush_interval=interval)
     out = sys.stdout
@@ -290,7 +287,7 @@ def test_slow_manifest_rewrites_never_delay_a_commit_past_half_the_flush_interva
     5 steps). The wait is capped at half the flush interval."""
     import gymnasium as gym
 
-    monkeypatch.setattr(writer_module, "COMMIT_COST_FACTOR", 10 ** 6)  # (rewrites look slow)
+    monkeypatch.setattr(batchfiles_module, "COMMIT_COST_FACTOR", 10 ** 6)  # (rewrites look slow)
     env = RecordingWrapper(gym.make("CartPole-v1"), tmp_path, flush_interval=0.2)
     env.reset(seed=0)
     for t in range(5):

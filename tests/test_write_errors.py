@@ -13,7 +13,7 @@ import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.record import writeback as writeback_module
-from gym_recorder.record import writer as writer_module
+from gym_recorder.record import batchfiles as batchfiles_module
 from gym_recorder.errors import WriteError
 from gym_recorder.integrity import verify
 from sample_envs.envs import ImageEnv
@@ -33,7 +33,7 @@ class Faults:
         self.raised = 0
         write_buffers = writeback_module.write_buffers
         rename = writeback_module.rename_into_place
-        write_manifest = writer_module.BatchWriter._write_manifest
+        write_manifest = batchfiles_module.BatchFiles.write_manifest
         faults = self
 
         def faulty_write_buffers(fd, buffers, path):
@@ -49,15 +49,15 @@ class Faults:
                 raise faults.commit_error
             return rename(temp, path)
 
-        def faulty_manifest(batch_writer):
-            if faults.manifest_error is not None and batch_writer._manifest["batches"]:
+        def faulty_manifest(files):
+            if faults.manifest_error is not None and files.manifest["batches"]:
                 faults.raised += 1
                 raise faults.manifest_error
-            return write_manifest(batch_writer)
+            return write_manifest(files)
 
         monkeypatch.setattr(writeback_module, "write_buffers", faulty_write_buffers)
         monkeypatch.setattr(writeback_module, "rename_into_place", faulty_rename)
-        monkeypatch.setattr(writer_module.BatchWriter, "_write_manifest", faulty_manifest)
+        monkeypatch.setattr(batchfiles_module.BatchFiles, "write_manifest", faulty_manifest)
 
     def clear(self) -> None:
         self.bin_error = self.commit_error = self.manifest_error = None

@@ -627,9 +627,9 @@ A writer writes the .bin, then the .json of a batch, each to a temporary file in
 is renamed into place, and only then rewrites its manifest
 the same way. The manifest is the commit point: a batch not listed in a manifest does not exist.
 One manifest rewrite may commit several batches: a written batch waits for it at most
-``writer.MIN_COMMIT_INTERVAL`` seconds (0.05), or ``writer.COMMIT_COST_FACTOR`` (20) times as long
+``batchfiles.MIN_COMMIT_INTERVAL`` seconds (0.05), or ``batchfiles.COMMIT_COST_FACTOR`` (20) times as long
 as the last rewrite took when that is longer, and behind at most
-``writer.MAX_COALESCED_BATCHES`` (16) others. A process killed at any moment therefore leaves
+``batchfiles.MAX_COALESCED_BATCHES`` (16) others. A process killed at any moment therefore leaves
 every listed batch complete; it may leave temporary files and complete or partial batch files that no manifest lists, which
 readers ignore and ``repair`` moves aside (taking complete ones back into the manifest).
 

@@ -6,9 +6,9 @@ to commit) -> ``buffer`` (columns of steps; ``vector_buffer``, ``vector_columns`
 ``vector_rows`` for vector envs; ``columns`` what both share: sizing and the fit rule, widen
 else values) -> ``batch`` (the buffer-to-encoder contract) -> ``batchqueue`` (to the writer
 thread) -> ``encode`` (pure: a batch's .bin bytes and JSON text; ``binsink``: each array into
-the .bin, aligned) -> ``writer`` (the thread, retries, fsync, then the manifest: the commit;
-``prefix``: a new writer's unique file prefix; ``writeback``: which thread writes, and what is
-left in the page cache).
+the .bin, aligned) -> ``writer`` (the thread and retries) -> ``batchfiles`` (a batch's .bin, then
+its .json, then the manifest rewrite that commits it; fsync; ``prefix``: a new writer's unique
+file prefix; ``writeback``: which thread writes, and what is left in the page cache).
 ``multiagent`` (PettingZoo's AEC and Parallel protocols, needs the ``pettingzoo`` extra) turns
 each turn or step into a row of joint spaces (``agent_rows``: one agent's slots of a row) and
 feeds the same session and buffer.
