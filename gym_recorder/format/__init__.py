@@ -707,7 +707,7 @@ from __future__ import annotations
 
 # The rules in code, one module a subject; every name stays importable from here.
 from .codecs import CODEC_NAMES, Codec
-from .constants import (ALIGNMENT, BATCH_COUNTS, BATCH_NAME_RE, ENDS, FORMAT_NAME, FORMAT_VERSION,
+from .constants import (ALIGNMENT, BATCH_NAME_RE, ENDS, FORMAT_NAME, FORMAT_VERSION,
                         INDEX_FLAGS, INDEX_TABLE_WIDTH, LEGACY_PREFIX, MANIFEST_SUFFIX, MAX_DIM,
                         MAX_INDEX_UNIT, MAX_JSON_BYTES, MAX_NDIM, MAX_NESTING, MAX_SPACE_ELEMENTS,
                         MIN_ENTRY_BYTES, RAW_FORMAT_VERSION)

@@ -27,7 +27,7 @@ from typing import Any, Literal, TypedDict
 
 from ..errors import RecorderWarning, RecordingClosedError, ResetNeeded, WriteError
 from ..format.spaces import Layout
-from .session import RecordingSession, check_options
+from .session import RecordingSession
 
 __all__ = ["RecorderShell", "Settings"]
 

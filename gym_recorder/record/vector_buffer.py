@@ -23,8 +23,8 @@ import numpy as np
 from .batch import Batch, Segment
 from .vector_columns import (DISABLED, EXTRA_ROWS_FRACTION, EXTRA_ROWS_MIN, EXTRA_SLOTS_PER_STEP,
                              NEXT_STEP, SAME_STEP, VectorColumns)
-from .vector_rows import entries, group_rows, single_leaves, vector_leaves, vector_segment
-from ..errors import RecorderError, ResetNeeded
+from .vector_rows import entries, group_rows, segment_infos, vector_leaves, vector_segment
+from ..errors import ResetNeeded
 from ..format.spaces import Layout
 from ..format.values import snapshot
 
@@ -183,18 +183,8 @@ class VectorStepBuffer(VectorColumns):
         open_ = self._open
         done = terminated | truncated
         mode = self.mode
-        finals = None
-        if mode == SAME_STEP and done.any():
-            finals = {}
-            for i in np.flatnonzero(done).tolist():
-                if final_obs is None or i not in final_obs:
-                    raise RecorderError(
-                        f"sub-env {i} ended in SAME_STEP autoreset mode, but the vector env gave "
-                        "no info['final_obs'] for it")
-                fi = final_infos.get(i) if final_infos else None
-                finals[i] = (single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
-                                            f"final observation of sub-env {i}"),
-                             self._info(fi, f"final info of sub-env {i}") if fi else None)
+        finals = self._finals(done, final_obs, final_infos) if (
+            mode == SAME_STEP and done.any()) else None
         if mode != NEXT_STEP and self._n_open != n:
             for i in np.flatnonzero(~open_).tolist():
                 if self._last_obs[i] is None:
@@ -263,21 +253,11 @@ class VectorStepBuffer(VectorColumns):
         segs = self._batch_segs
         if n_rows == 0 and not any(s.end is not None for s in segs):
             return None
-        n = self.num_envs
         ids_flat = self._segid[:n_rows].reshape(-1)  # index r * n + i: the flat column row
         steps_idx, obs_idx, step_off, obs_off, first = group_rows(ids_flat, segs)
 
         obs_g, act_g, rew_g, term_g, trunc_g = self._gather(obs_idx, steps_idx)
-        seg_infos: list[list[tuple[int, dict[str, Any]]]] = [
-            [(0, s.reset_info)] if s.reset_info else [] for s in segs]
-        if self._step_infos:
-            where = np.empty(n_rows * n, np.intp)
-            where[steps_idx] = np.arange(len(steps_idx))
-            rows = np.array([f for f, _ in self._step_infos], np.intp)
-            sid = ids_flat[rows]
-            rel = where[rows] - step_off[sid] + first[sid]
-            for k, r, (_, info) in zip(sid.tolist(), rel.tolist(), self._step_infos):
-                seg_infos[k].append((r, info))
+        seg_infos = segment_infos(segs, ids_flat, steps_idx, step_off, first, self._step_infos)
         # The gathered columns hold each segment's rows one after another: the writer can
         # write them column by column, like a single env's.
         infos = entries(segs, obs_off.tolist(), step_off.tolist(), seg_infos)

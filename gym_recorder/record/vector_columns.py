@@ -16,7 +16,8 @@ import numpy as np
 from ..format import exact_in
 from ..format.spaces import ArrayLeaf
 from .columns import ColumnBuffer
-from .vector_rows import flat, vector_leaves
+from ..errors import RecorderError
+from .vector_rows import flat, single_leaves, vector_leaves
 
 __all__ = ["VectorColumns", "NEXT_STEP", "SAME_STEP", "DISABLED", "EXTRA_ROWS_FRACTION",
            "EXTRA_ROWS_MIN", "EXTRA_SLOTS_PER_STEP"]
@@ -209,6 +210,27 @@ class VectorColumns(ColumnBuffer):
             if rec:
                 out[i] = rec
         return out
+
+    def _finals(self, done: np.ndarray, final_obs: dict[int, Any] | None,
+                final_infos: dict[int, dict[str, Any]] | None
+                ) -> dict[int, tuple[list[Any], dict[str, Any] | None]]:
+        """SAME_STEP: the last observation's leaves and info of each sub-env whose episode
+        ended (checked before anything of the step is stored).
+
+        Raises:
+            RecorderError: if the vector env gave no final observation for one of them.
+        """
+        finals = {}
+        for i in np.flatnonzero(done).tolist():
+            if final_obs is None or i not in final_obs:
+                raise RecorderError(
+                    f"sub-env {i} ended in SAME_STEP autoreset mode, but the vector env gave "
+                    "no info['final_obs'] for it")
+            fi = final_infos.get(i) if final_infos else None
+            finals[i] = (single_leaves(final_obs[i], self._obs_flatten, self._obs_layout,
+                                        f"final observation of sub-env {i}"),
+                         self._info(fi, f"final info of sub-env {i}") if fi else None)
+        return finals
 
     def _gather(self, obs_idx: np.ndarray, steps_idx: np.ndarray) -> tuple[
             list[Any], list[Any], np.ndarray, np.ndarray, np.ndarray]:

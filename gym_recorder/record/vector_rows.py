@@ -16,7 +16,8 @@ from ..errors import UnsupportedValueError
 from ..format.spaces import ArrayLeaf, Layout
 from ..format.values import snapshot
 
-__all__ = ["vector_segment", "vector_leaves", "single_leaves", "flat", "group_rows", "entries"]
+__all__ = ["vector_segment", "vector_leaves", "single_leaves", "flat", "group_rows", "segment_infos",
+           "entries"]
 
 
 def _flatten(value: Any, flatten: Callable[[Any], list[Any]] | None, what: str) -> list[Any]:
@@ -147,6 +148,26 @@ def group_rows(ids_flat: np.ndarray, segs: list[Segment]) -> tuple[
         ks, slots = zip(*finals)
         obs_idx[obs_off[np.array(ks) + 1] - 1] = slots
     return steps_idx, obs_idx, step_off, obs_off, first
+
+
+def segment_infos(segs: list[Segment], ids_flat: np.ndarray, steps_idx: np.ndarray,
+                  step_off: np.ndarray, first: np.ndarray,
+                  step_infos: list[tuple[int, dict[str, Any]]]
+                  ) -> list[list[tuple[int, dict[str, Any]]]]:
+    """Each segment's infos as (row within the segment, info): its reset info at row 0, then
+    the step infos (given at their flat column rows), placed as :func:`group_rows` grouped
+    the rows."""
+    seg_infos: list[list[tuple[int, dict[str, Any]]]] = [
+        [(0, s.reset_info)] if s.reset_info else [] for s in segs]
+    if step_infos:
+        where = np.empty(len(ids_flat), np.intp)
+        where[steps_idx] = np.arange(len(steps_idx))
+        rows = np.array([f for f, _ in step_infos], np.intp)
+        sid = ids_flat[rows]
+        rel = where[rows] - step_off[sid] + first[sid]
+        for k, r, (_, info) in zip(sid.tolist(), rel.tolist(), step_infos):
+            seg_infos[k].append((r, info))
+    return seg_infos
 
 
 def entries(segs: list[Segment], obs_off: list[int], step_off: list[int],
