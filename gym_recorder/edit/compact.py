@@ -22,13 +22,13 @@ from typing import Any
 from ..errors import EditError, FormatError
 from ..format import MANIFEST_SUFFIX, check_plain_name, manifest_name
 from ..format.edits import EDITS_VERSION, EditState
-from ..format.fileio import atomic_write, dumps, read_json_file
+from ..format.fileio import atomic_write, dumps, fsync_path, read_json_file
 from ..integrity._checks import check_batch
 from ..read.decode import Decoder
 from ..read.manifest import Manifest, load_edits, load_manifests
 from ..read.storage import LocalStorage
 from ..record.wrapper import DEFAULT_TARGET_BATCH_BYTES
-from .log import commit, fsync_dir
+from .log import commit
 from .rewrite import kept_entries, plan_batches, sync_files, write_batch
 
 __all__ = ["compact", "CompactResult", "reclaimable", "RETIRE_GRACE_SECONDS"]
@@ -141,7 +141,7 @@ def compact(directory: str | os.PathLike[str], *,
         storage.close()
     committed: int | None = None
     if done:
-        fsync_dir(directory)
+        fsync_path(directory)
         now = _now()
 
         def change(s: EditState) -> EditState:
@@ -226,7 +226,7 @@ def purge(directory: str, grace: float = RETIRE_GRACE_SECONDS) -> tuple[int, int
                 pass
         freed += size
     if freed:
-        fsync_dir(directory)
+        fsync_path(directory)
     return freed, kept
 
 

@@ -21,10 +21,10 @@ import numpy as np
 from ..errors import EditError
 from ..format import MANIFEST_SUFFIX
 from ..format.edits import EditState, numbers_of, ranges_of
-from ..format.fileio import temp_sibling
+from ..format.fileio import fsync_path, temp_sibling
 from ..read.manifest import Manifest, load_edits, load_manifests
 from ..read.storage import LocalStorage
-from .log import commit, fsync_dir
+from .log import commit
 
 __all__ = ["merge", "split", "MergeResult"]
 
@@ -131,9 +131,9 @@ def _build(path: str, parts: list[_Part],
                 return state
 
             commit(stage, change, "carried over by merge/split")
-        fsync_dir(stage)
+        fsync_path(stage)
         os.rename(stage, path)
-        fsync_dir(parent)
+        fsync_path(parent)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -195,7 +195,7 @@ def _merge_into(dest: str, parts: list[_Part],
     for src, m, _ in parts:
         for name in src.files(m):
             linker.put(os.path.join(src.directory, name), os.path.join(dest, name))
-    fsync_dir(dest)
+    fsync_path(dest)
 
     def show(s: EditState) -> EditState:
         for src, m, deleted in parts:

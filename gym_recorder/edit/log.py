@@ -18,23 +18,14 @@ from collections.abc import Callable
 
 from ..errors import EditConflictError
 from ..format.edits import (EDIT_LOG_RE, EDITS_MANIFEST, EditState, log_name, tripwire_doc)
-from ..format.fileio import atomic_write, dumps
+from ..format.fileio import atomic_write, dumps, fsync_path
 from ..read.manifest import load_edits
 from ..read.storage import LocalStorage
 
-__all__ = ["KEEP_GENERATIONS", "current_state", "commit", "fsync_dir"]
+__all__ = ["KEEP_GENERATIONS", "current_state", "commit"]
 
 # Generations of the edit log kept (the newest ones): older ones are removed after a commit.
 KEEP_GENERATIONS = 16
-
-
-def fsync_dir(directory: str) -> None:
-    """Makes the directory's entries durable (renames, links, removals)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def current_state(directory: str) -> EditState:
@@ -62,7 +53,7 @@ def _link_new(directory: str, name: str, data: bytes) -> bool:
             return False
     finally:
         os.unlink(temp)
-    fsync_dir(directory)
+    fsync_path(directory)
     return True
 
 

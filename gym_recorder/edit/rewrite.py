@@ -25,7 +25,7 @@ from ..errors import EditError
 from ..format import (ALIGNMENT, FORMAT_NAME, FORMAT_VERSION, RAW_FORMAT_VERSION,
                       INDEX_TABLE_WIDTH, batch_stem, continues)
 from ..format.edits import EDITS_VERSION
-from ..format.fileio import crc32, dumps
+from ..format.fileio import crc32, dumps, fsync_path
 from ..format.spaces import ArrayLeaf, DictNode, TupleNode
 from ..format.values import array_refs
 from ..read.batchfile import parse_batch
@@ -295,8 +295,4 @@ def sync_files(directory: str, names: list[str]) -> None:
     """fsyncs files written by :func:`write_batch` (once all are written: the kernel has
     written most back meanwhile)."""
     for name in names:
-        fd = os.open(os.path.join(directory, name), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(os.path.join(directory, name))

@@ -28,7 +28,7 @@ from ..errors import FormatError, OutputExistsError
 from .constants import MAX_JSON_BYTES
 
 __all__ = ["crc32", "dumps", "loads", "open_regular", "read_json_file", "temp_sibling",
-           "remove_stale_temps", "building", "AtomicWriter", "atomic_write"]
+           "remove_stale_temps", "building", "AtomicWriter", "atomic_write", "fsync_path"]
 
 
 def dumps(obj: Any) -> bytes:
@@ -183,6 +183,15 @@ def atomic_write(path: str, *, overwrite: bool = True) -> ContextManager[IO[byte
     """
     ctx: ContextManager[IO[bytes]] = AtomicWriter(path, mode="wb", overwrite=overwrite).open()
     return ctx
+
+
+def fsync_path(path: str) -> None:
+    """fsyncs a file, or a directory (making its entries durable: renames, links, removals)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from .._version import __version__
 from ..format import (FORMAT_NAME, FORMAT_VERSION, RAW_FORMAT_VERSION, batch_stem, check_prefix,
                       fileio, manifest_name)
 from ..format.codecs import Codec
-from ..format.fileio import dumps
+from ..format.fileio import dumps, fsync_path
 from ..format.spaces import Layout
 from . import writeback as io
 from .batch import Batch
@@ -40,15 +40,6 @@ MIN_COMMIT_INTERVAL = 0.05
 COMMIT_COST_FACTOR = 20
 # ...and at most this many batches wait for one commit.
 MAX_COALESCED_BATCHES = 16
-
-
-def fsync_path(path: str) -> None:
-    """fsyncs a file or directory by path."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class BatchFiles:
