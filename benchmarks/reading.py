@@ -4,12 +4,15 @@ column.
 Every file is read once before timing, so that both sides read from the page cache; the reader
 and ``np.fromfile`` alternate within each repeat. Throughput ratios compare bytes per second on the
 same recording: the reader's (bytes of the arrays it hands out) against ``np.fromfile`` of every
-``.bin`` file of the recording.
+``.bin`` file of the recording. Iterating is also timed against the seed's way of reading
+(:func:`read_all_seed`: each batch's JSON parsed, each array it names loaded with
+``np.fromfile`` at its offset, as the design card says any array can be).
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import random
 import time
@@ -64,6 +67,42 @@ def read_column(directory: str) -> np.ndarray:
         return column
 
 
+def read_all_seed(directory: str) -> int:
+    """The seed's reader: every batch JSON (in each manifest's order) parsed with ``json.load``,
+    and every array of every entry's observations, actions, rewards, terminations and
+    truncations loaded with ``np.fromfile`` at the offset the JSON names, touching every byte;
+    returns the bytes touched. (No checks, no infos: a lower bound on what reading costs this
+    way.)"""
+    touched = 0
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".manifest.json")
+                   and not n.startswith("_"))
+    for name in names:
+        with open(os.path.join(directory, name), "rb") as f:
+            manifest = json.load(f)
+        for batch in manifest["batches"]:
+            with open(os.path.join(directory, batch["fn"]), "rb") as f:
+                doc = json.load(f)
+            for entry in doc["episodes"]:
+                for key in ("observations", "actions", "rewards", "terminations", "truncations"):
+                    touched += _load_arrays(directory, entry[key])
+    return touched
+
+
+def _load_arrays(directory: str, obj: Any) -> int:
+    """np.fromfile of every array reference in a JSON value (dicts and lists walked)."""
+    if isinstance(obj, dict):
+        if obj.get("__type") == "ndarray":
+            dtype = np.dtype(obj["dtype"])
+            count = obj["size"] // dtype.itemsize if dtype.itemsize else 0
+            a = np.fromfile(os.path.join(directory, obj["npyfile"]), dtype=dtype, count=count,
+                            offset=obj["npyoff"]).reshape(obj["shape"])
+            return touch_tree(a)
+        return sum(_load_arrays(directory, v) for v in obj.values())
+    if isinstance(obj, list):
+        return sum(_load_arrays(directory, v) for v in obj)
+    return 0
+
+
 def read_all_fromfile(paths: list[str]) -> int:
     """np.fromfile of every .bin file, touching every byte; returns the bytes touched."""
     touched = 0
@@ -89,10 +128,12 @@ def bench_read_throughput(directory: str, repeats: int, prime: bool) -> dict:
     touched = read_all_reader(directory)
     column_bytes = read_column(directory).nbytes
     prime_bytes = int(bin_bytes * PRIME_FACTOR) + 16 * MIB if prime else 0
-    times: dict[str, list[float]] = {"reader": [], "column": [], "fromfile": []}
+    seed_touched = read_all_seed(directory)
+    times: dict[str, list[float]] = {"reader": [], "column": [], "fromfile": [], "seed": []}
     jobs = {"reader": lambda: read_all_reader(directory),
             "column": lambda: touch(read_column(directory)),
-            "fromfile": lambda: read_all_fromfile(paths)}
+            "fromfile": lambda: read_all_fromfile(paths),
+            "seed": lambda: read_all_seed(directory)}
     for r in range(repeats):
         order = list(jobs)
         if r % 2:
@@ -103,6 +144,8 @@ def bench_read_throughput(directory: str, repeats: int, prime: bool) -> dict:
     ratios = [b / a for a, b in zip(times["reader"], times["fromfile"])]
     col_ratios = [(column_bytes / c) / (bin_bytes / b)
                   for c, b in zip(times["column"], times["fromfile"])]
+    # The seed's reader against ours, repeat by repeat (> 1: ours is faster).
+    seed_ratios = [s / a for a, s in zip(times["reader"], times["seed"])]
     with RecordingReader(directory) as reader:
         episodes = len(reader)
     return {"episodes": episodes, "bin_bytes": bin_bytes, "touched_bytes": touched,
@@ -110,7 +153,10 @@ def bench_read_throughput(directory: str, repeats: int, prime: bool) -> dict:
             "reader_gb_s": bin_bytes / median(times["reader"]) / 1e9,
             "column_gb_s": column_bytes / median(times["column"]) / 1e9,
             "fromfile_gb_s": bin_bytes / median(times["fromfile"]) / 1e9,
+            "seed_gb_s": bin_bytes / median(times["seed"]) / 1e9,
+            "seed_touched_bytes": seed_touched,
             "ratio": median(ratios), "column_ratio": median(col_ratios),
+            "vs_seed": median(seed_ratios), "vs_seed_min": min(seed_ratios),
             "us_per_episode": median(times["reader"]) / episodes * 1e6,
             "raw_s": times}
 

@@ -28,6 +28,7 @@ RSS_NEAR_BATCHES = 10
 TARGET_KEYS = [
     "rec.cartpole.added", "rec.image84.floor", "rec.image210.floor",
     "read.cartpole.episode", "read.84x84x3.fromfile", "read.210x160x3.fromfile",
+    "read.cartpole.vs_seed", "read.84x84x3.vs_seed", "read.210x160x3.vs_seed",
     "read.cartpole.column", "read.84x84x3.column", "read.210x160x3.column",
     "open.fetch", "rss.peak",
     "stress.warm.vs_sync", "stress.neighbour.vs_sync", "stress.cold.vs_sync",
@@ -84,6 +85,14 @@ def targets(results: dict) -> list[dict]:
         lines[k] = _line(k, t is not None and t["ratio"] >= TARGET_READ_RATIO,
                          f"iterate {name}: >= {TARGET_READ_RATIO:.0%} of np.fromfile",
                          "not measured" if t is None else f"{t['ratio']:.1%}")
+    for name, t in (("cartpole", cp), ("84x84x3", thr.get("84x84x3")),
+                    ("210x160x3", thr.get("210x160x3"))):
+        k = f"read.{name}.vs_seed"
+        lines[k] = _line(k, t is not None and t["vs_seed_min"] >= 1.0,
+                         f"iterate {name}: never slower than the seed's reader in any repeat",
+                         "not measured" if t is None else
+                         f"{t['vs_seed']:.2f}x the seed's speed (slowest repeat "
+                         f"{t['vs_seed_min']:.2f}x; seed {t['seed_gb_s']:.2f} GB/s)")
     for name, t in (("cartpole", cp), ("84x84x3", thr.get("84x84x3")),
                     ("210x160x3", thr.get("210x160x3"))):
         k = f"read.{name}.column"
@@ -194,7 +203,8 @@ def report(results: dict, out: Callable[[str], None]) -> None:
         out(f"  {key:<12} {t['episodes']:>6} episodes, {t['bin_bytes'] / MB:7.1f} MB of .bin: "
             f"iterate {t['reader_gb_s']:5.2f} GB/s ({t['ratio']:.0%}, "
             f"{t['us_per_episode']:.1f} us/episode); column {t['column_gb_s']:5.2f} GB/s "
-            f"({t['column_ratio']:.0%}); np.fromfile {t['fromfile_gb_s']:5.2f} GB/s")
+            f"({t['column_ratio']:.0%}); np.fromfile {t['fromfile_gb_s']:5.2f} GB/s; the seed's "
+            f"reader {t['seed_gb_s']:5.2f} GB/s (ours {t['vs_seed']:.2f}x)")
     out("")
     rss = results["rss"]
     out(f"Peak RSS growth over one {rss['steps']}-step 84x84x3 episode "

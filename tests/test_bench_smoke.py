@@ -19,6 +19,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = [
     "rec.cartpole.added", "rec.image84.floor", "rec.image210.floor",
     "read.cartpole.episode", "read.84x84x3.fromfile", "read.210x160x3.fromfile",
+    "read.cartpole.vs_seed", "read.84x84x3.vs_seed", "read.210x160x3.vs_seed",
     "read.cartpole.column", "read.84x84x3.column", "read.210x160x3.column",
     "open.fetch", "rss.peak",
     "stress.warm.vs_sync", "stress.neighbour.vs_sync", "stress.cold.vs_sync",
@@ -50,6 +51,9 @@ def test_tiny_benchmark_prints_every_target(tmp_path):
     assert [t["key"] for t in doc["targets"]] == TARGETS
     assert {t["status"] for t in doc["targets"]} <= {"ok", "MISS"}
     assert not doc["stress"]["cold_errors"]
+    # The seed's reader (np.fromfile of every array the JSON names) reads the same bytes as ours.
+    for name, t in doc["reading"]["throughput"].items():
+        assert t["seed_touched_bytes"] == t["touched_bytes"] > 0, name
     # Nothing is left behind in the work directory but the JSON.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
