@@ -74,7 +74,7 @@ def record_multiagent(entry_point: str, directory: str | os.PathLike[str], *,
 
     from ..record.multiagent import RecordingAECWrapper, RecordingParallelWrapper
 
-    limit = check_limit(episodes, steps)
+    check_limit(episodes, steps)
     kwargs = dict(env_kwargs or {})
     env = make_multiagent_env(entry_point, kwargs)
     aec = isinstance(env, AECEnv)
