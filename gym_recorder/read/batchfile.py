@@ -14,6 +14,8 @@ from .batchindex import check_entries, read_index
 from .decode import Decoder, gc_paused
 from .entries import act_layout, obs_layout
 from .manifest import Manifest, read_json
+from .plan import BatchPlan, plan_batch
+from ..format.spaces import ArrayLeaf
 from .storage import Storage
 
 __all__ = ["Batch", "parse_batch", "stacked_refs"]
@@ -28,21 +30,19 @@ class Batch:
     """
 
     def __init__(self, entries: list[Any], by_episode: dict[tuple[int, int], int],
-                 starts: list[int] | None = None) -> None:
+                 starts: list[int] | None = None, plan: BatchPlan | None = None) -> None:
         self.entries = entries
         self.by_episode = by_episode  # (writer episode id, part) -> position
         self.starts = starts if starts is not None else []  # positions of part-0 entries
         self.file_size: int | None = None  # the .bin's size, once checked
-        self.data: np.ndarray | None = None  # the whole .bin, for batches of small entries
-        self.reads = 0  # episodes read from the batch
-        # Entry position -> its decoded arrays (views of ``data``), once decoded column-wise
-        # (see :mod:`gym_recorder.read.columns`); entries missing are read one by one.
-        self.parts: dict[int, Any] | None = None
+        self.data: np.ndarray | None = None  # the whole .bin, while iterating small entries
+        # Where every entry's stacked arrays lie (:mod:`gym_recorder.read.plan`), or None: the
+        # batch is read entry by entry.
+        self.plan = plan
 
     def close(self) -> None:
         """Drops the batch's bytes held in memory."""
         self.data = None
-        self.parts = None
 
 
 def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
@@ -52,10 +52,14 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         FormatError: if the file is missing, of the wrong size or malformed.
         ChecksumError: if its CRC-32 is not the manifest's.
     """
+    with gc_paused():  # (every object made here stays alive: nothing for the collector)
+        return _parse(storage, m, b)
+
+
+def _parse(storage: Storage, m: Manifest, b: int) -> Batch:
     info = m.batches[b]
     where = info["fn"]
-    with gc_paused():
-        data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
+    data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
     if not m.legacy and _fileio.crc32(data) != info["json_crc32"]:
         raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):
@@ -89,18 +93,31 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         # the entries would shift or drop episodes silently.
         raise FormatError(f"{where}: {len(starts)} entries start an episode, the manifest "
                           f"says {info['episodes']}")
-    if not m.legacy:
-        index = read_index(storage, m, b)
-        if index is not None:
-            try:
-                table = np.array(said, dtype=np.int64).reshape(len(said), 4)
-                check_entries(index, table, stacked_refs(m, entries, where), info["bin_size"])
-            except BatchIndexError as e:
-                # An entry that is wrong by itself is named for what is wrong with it.
-                if e.entry is not None:
-                    _check_entry(storage, m, info, entries[e.entry])
-                raise
-    return Batch(entries, by_episode, starts)
+    if m.legacy:
+        return Batch(entries, by_episode, starts)
+    index = read_index(storage, m, b)
+    try:
+        table = np.array(said, dtype=np.int64).reshape(len(said), 4)
+    except OverflowError:  # (a number no index holds: the entry's own reading names it)
+        return Batch(entries, by_episode, starts)
+    refs: list[list[Any]] | None = None
+    if index is not None:
+        refs = stacked_refs(m, entries, where)
+    elif all(isinstance(leaf, ArrayLeaf) for leaf in obs_layout(m).leaves + act_layout(m).leaves):
+        try:
+            refs = stacked_refs(m, entries, where)
+        except FormatError:
+            refs = None  # (an entry not shaped as its space: named when read entry by entry)
+    if index is not None and refs is not None:
+        try:
+            check_entries(index, table, refs, info["bin_size"])
+        except BatchIndexError as e:
+            # An entry that is wrong by itself is named for what is wrong with it.
+            if e.entry is not None:
+                _check_entry(storage, m, info, entries[e.entry])
+            raise
+    plan = None if refs is None else plan_batch(m, info, table, refs, index)
+    return Batch(entries, by_episode, starts, plan)
 
 
 def _check_entry(storage: Storage, m: Manifest, binfo: dict[str, Any],
