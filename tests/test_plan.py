@@ -50,7 +50,9 @@ def test_the_index_plan_is_the_json_plan(cartpole):
         from_index = index_plan(m, read_index(reader.storage, m, 0), binfo["bin"],
                                 binfo["bin_size"])
         episodes = list(reader)
-    assert batch.plan is not None and batch.plan.ok is None  # every entry agrees with it
+    assert batch.plan is not None
+    batch.plan.check_all()
+    assert batch.plan.ok is None  # every entry agrees with it
     assert [str(d) for d in batch.plan.dtypes] == ["float32", "int64", "float64", "bool", "bool"]
     assert batch.plan.tails == [(4,), (), (), (), ()]
     _same_plan(batch.plan, from_index)
@@ -93,8 +95,10 @@ def test_a_reference_not_the_index_s_is_read_entry_by_entry_and_refused(cartpole
     man_path.write_text(json.dumps(man))
     with RecordingReader(cartpole) as reader:
         _, batch = _batch(reader)
-        assert batch.plan is not None and batch.plan.ok is not None
-        assert np.flatnonzero(~batch.plan.ok).tolist() == [3]
+        assert batch.plan is not None
+        assert [batch.plan.usable(k) for k in range(5)] == [True, True, True, False, True]
+        batch.plan.check_all()  # (every entry at once: the same answer)
+        assert batch.plan.ok is not None and np.flatnonzero(~batch.plan.ok).tolist() == [3]
         bad = int(batch.plan.episode[3])
         with pytest.raises(FormatError, match=r"cp\.ep000000000\.json entry 3 rewards: "
                                               r"size \d+ does not match shape \[1, 1\]"):

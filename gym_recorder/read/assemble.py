@@ -77,6 +77,21 @@ def plan_episode(dec: Decoder, m: Manifest, items: list[PartItem], index: int) -
     whole arrays), or a leaf whose parts' dtypes no one dtype holds exactly."""
     if dec.verify:
         return None
+    if len(items) == 1:  # (most episodes: without the loops over parts)
+        binfo, entry, part_no, batch = items[0]
+        plan = batch.plan
+        if plan is None or not plan.usable(entry["index"] - binfo["first"]):
+            return None
+        rows = entry["steps"] + (part_no == 0)
+        meta = plain_meta(entry, rows)
+        if meta is not None:
+            if batch.file_size is None:
+                dec.batch_size(batch, binfo)
+            arrays = plan.arrays(entry["index"] - binfo["first"], dec.storage, batch.data)
+            n_obs = plan.n_obs
+            return episode_of(m, index, arrays[:n_obs], arrays[n_obs:-3], arrays[-3],
+                              arrays[-2], arrays[-1], [{} for _ in range(rows)], meta,
+                              entry_end(entry, ""))
     placed = []
     for binfo, entry, _, batch in items:
         plan = batch.plan
@@ -249,6 +264,17 @@ def summarize(dec: Decoder, m: Manifest, number: int, index: int,
     (at least one), reading only their rewards."""
     length, total, end, seed, sub_env = 0, 0.0, None, None, None
     for binfo, entry, part_no, batch in parts:
+        plan = None if dec.verify else batch.plan
+        pos = entry["index"] - binfo["first"]
+        if plan is not None and plan.usable(pos):  # (its rewards checked with the batch)
+            dec.batch_size(batch, binfo)
+            rewards = plan.array(len(plan.dtypes) - 3, pos, dec.storage, batch.data)
+            length += len(rewards)
+            total += float(rewards.sum())
+            if part_no == 0:
+                seed, sub_env = entry.get("seed"), entry.get("sub_env")
+            end = None if continues(entry) else entry.get("end")
+            continue
         where = f"{binfo['fn']} entry {entry.get('index')}"
         steps = entry.get("steps")
         if type(steps) is not int or steps < 0:

@@ -23,9 +23,9 @@ from .legacy import legacy_episode
 from .manifest import Manifest
 
 __all__ = ["OpenEpisodes", "list_batches", "decode_batch", "episode_parts", "episode_items",
-           "iterate"]
+           "iterate", "hold_bin"]
 
-# While iterating, a batch whose entries are small (at most this many bytes of arrays each on
+# While iterating (or fetching a second episode of a batch), a batch whose entries are small (at most this many bytes of arrays each on
 # average) has its whole .bin read once, so that iterating small episodes costs one read per
 # batch instead of one per array; episodes copy their bytes out.
 SMALL_ENTRY_BYTES = 64 << 10
@@ -111,17 +111,26 @@ def iterate(manifests: list[Manifest], starts: list[int], count: int, dec: Decod
                     batch, binfo = batch_of(m, b), m.batches[b]
                     lo = m.starts[b]
                     hi = lo + len(batch.starts)
-                    size = dec.batch_size(batch, binfo)
-                    if (batch.plan is not None and batch.data is None
-                            and size <= WHOLE_BIN_MAX_BYTES
-                            and size <= len(batch.entries) * SMALL_ENTRY_BYTES):
-                        batch.data = dec.read_exact(binfo["bin"], 0, size)
+                    if batch.plan is not None:
+                        batch.plan.check_all()  # (read whole: every entry at once)
+                        hold_bin(dec, batch, binfo)
                 if lo <= number < hi:
                     entry = batch.entries[batch.starts[number - lo]]
                     if not continues(entry):
                         episode = plan_episode(dec, m, [(binfo, entry, 0, batch)], index)
             yield fetch(index) if episode is None else episode
             index += 1
+
+
+def hold_bin(dec: Decoder, batch: Batch, binfo: dict[str, Any]) -> None:
+    """Reads a batch's whole .bin into memory (``batch.data``, dropped when the batch leaves the
+    reader's cache) if its entries are small: episodes are then copied out of it, one read a
+    batch instead of one per array. Only where the bytes come from changes: the plan is the
+    same."""
+    if batch.data is None and batch.plan is not None:
+        size = dec.batch_size(batch, binfo)
+        if size <= WHOLE_BIN_MAX_BYTES and size <= len(batch.entries) * SMALL_ENTRY_BYTES:
+            batch.data = dec.read_exact(binfo["bin"], 0, size)
 
 
 def check_starts(m: Manifest, b: int, batch: Batch) -> None:
@@ -265,6 +274,8 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
     data = dec.read_exact(binfo["bin"], 0, size)
     last = b + 1 >= len(m.batches) or m.gap_before(b + 1)
     plan = None if dec.verify else batch.plan  # (checksums: entry by entry)
+    if plan is not None:
+        plan.check_all()
     parts = []
     rank = 0
     for pos, entry in enumerate(batch.entries):

@@ -35,7 +35,8 @@ class Batch:
         self.by_episode = by_episode  # (writer episode id, part) -> position
         self.starts = starts if starts is not None else []  # positions of part-0 entries
         self.file_size: int | None = None  # the .bin's size, once checked
-        self.data: np.ndarray | None = None  # the whole .bin, while iterating small entries
+        self.data: np.ndarray | None = None  # the whole .bin, for small entries read again
+        self.fetches = 0  # episodes fetched from it by indexing
         # Where every entry's stacked arrays lie (:mod:`gym_recorder.read.plan`), or None: the
         # batch is read entry by entry.
         self.plan = plan

@@ -11,9 +11,10 @@ index alone (:func:`index_plan`) by readers that need no JSON:
 
 - from the batch's INDEX when it has one ("Batch index" in :mod:`gym_recorder.format`): the
   index is the plan for every method, so all of them give one answer. When the JSON is parsed,
-  each entry's references are held to it (:func:`plan_batch`): an entry whose reference is not
-  the one the index places (a crafted or damaged reference) is marked not ``ok``, and read
-  entry by entry, which names what is wrong with it;
+  each entry's references are held to it (:meth:`BatchPlan.hold`: an entry's when it is first
+  read, a batch's at once when it is read whole): an entry whose reference is not the one the
+  index places (a crafted or damaged reference) is not ``usable``, and is read entry by entry,
+  which names what is wrong with it;
 - else from the batch JSON, its references checked column by column with the rules of
   :func:`~gym_recorder.format.parse_ref` (the same rules, checked over a column at once);
 - else none (a gym-recording writer, a leaf stored as values, compressed arrays, a reference
@@ -66,7 +67,8 @@ class BatchPlan:
     """
 
     __slots__ = ("bin_name", "bin_size", "episode", "part", "steps", "flags", "obs_rows",
-                 "n_obs", "dtypes", "tails", "offsets", "ok", "_lists", "_flat")
+                 "n_obs", "dtypes", "tails", "offsets", "ok", "_lists", "_flat", "_held",
+                 "_checked", "_py")
 
     def __init__(self, bin_name: str, bin_size: int, table: np.ndarray, n_obs: int,
                  dtypes: list[np.dtype[Any]], tails: list[tuple[int, ...]],
@@ -82,6 +84,10 @@ class BatchPlan:
         self.ok = ok
         self._lists: list[tuple[list[int], list[int]]] | None = None
         self._flat: tuple[np.ndarray, list[np.ndarray]] | None = None
+        self._held: Sequence[Sequence[Any]] | None = None  # JSON references not yet checked
+        self._checked: dict[int, bool] = {}
+        self._py: tuple[list[int], list[int],
+                        list[tuple[list[int], str, int, list[int]]]] | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -91,8 +97,75 @@ class BatchPlan:
         return self.obs_rows if c < self.n_obs else self.steps
 
     def usable(self, pos: int) -> bool:
-        """Whether entry ``pos`` is read through the plan."""
+        """Whether entry ``pos`` is read through the plan (its references held to the plan
+        when first asked, unless :meth:`check_all` held them all)."""
+        if self._held is not None:
+            got = self._checked.get(pos)
+            if got is None:
+                got = self._checked[pos] = self._entry_usable(pos)
+            return got
         return self.ok is None or bool(self.ok[pos])
+
+    def _entry_usable(self, pos: int) -> bool:
+        held = self._held
+        assert held is not None
+        if self._py is None:  # (Python values: numpy's scalars cost more than the checks)
+            self._py = (self.obs_rows.tolist(), self.steps.tolist(),
+                        [(offsets.tolist(), dtype.str, dtype.itemsize * prod(tail), list(tail))
+                         for offsets, dtype, tail in zip(self.offsets, self.dtypes, self.tails)])
+        obs_rows, steps, columns = self._py
+        n_obs, name = self.n_obs, self.bin_name
+        for c, (objs, (offs, dtype_str, row_bytes, tail)) in enumerate(zip(held, columns)):
+            rows = obs_rows[pos] if c < n_obs else steps[pos]
+            obj = objs[pos]
+            # The reference as the writer writes it, compared key by key (the plan's offset is
+            # aligned and its array inside the .bin, its dtype and shape within parse_ref's
+            # bounds); any other spelling is held to parse_ref's rules by _entry_ok.
+            if type(obj) is dict:
+                get = obj.get
+                at, size, shape, crc = get("npyoff"), get("size"), get("shape"), get("crc32")
+                if (at == offs[pos] and type(at) is int and size == rows * row_bytes
+                        and type(size) is int and get("dtype") == dtype_str
+                        and get("npyfile") == name and get("__type") == "ndarray"
+                        and type(shape) is list and len(shape) == len(tail) + 1
+                        and shape[0] == rows and type(shape[0]) is int
+                        and (not tail or (shape[1:] == tail
+                                          and set(map(type, shape)) == _INT))
+                        and (crc is None or (type(crc) is int and 0 <= crc <= 0xFFFFFFFF))
+                        and get("order", "C") == "C" and "codec" not in obj):
+                    continue
+            if not _entry_ok(obj, rows, self.tails[c], self.dtypes[c], offs[pos], name,
+                             self.bin_size):
+                return False
+        return True
+
+    def hold(self, refs: Sequence[Sequence[Any]]) -> None:
+        """Holds the entries to the batch JSON's references (``refs[c]``: each entry's of column
+        c, as stored): an entry whose reference is not the plan's is not :meth:`usable`."""
+        self._held = refs
+        self._checked = {}
+
+    def check_all(self) -> None:
+        """Holds every entry to its references at once (a batch read whole: a few passes a
+        column instead of one :func:`~gym_recorder.format.parse_ref` per reference)."""
+        refs = self._held
+        if refs is None:
+            return
+        steps, obs_rows = self.steps.tolist(), self.obs_rows.tolist()
+        ok: np.ndarray | None = None
+        for c, objs in enumerate(refs):
+            rows = obs_rows if c < self.n_obs else steps
+            got = column_offsets(objs, rows, self.tails[c], self.bin_name, self.bin_size)
+            if (got is not None and got[0] == self.dtypes[c]
+                    and np.array_equal(got[1], self.offsets[c])):
+                continue
+            mask = np.fromiter((_entry_ok(obj, r, self.tails[c], self.dtypes[c], int(o),
+                                          self.bin_name, self.bin_size)
+                                for obj, r, o in zip(objs, rows, self.offsets[c])),
+                               dtype=bool, count=len(objs))
+            ok = mask if ok is None else ok & mask
+        self.ok = ok
+        self._held = None
 
     def ref(self, c: int, pos: int) -> ArrayRef:
         """Entry ``pos``'s array of column c (checked to lie in the .bin)."""
@@ -181,19 +254,8 @@ def plan_batch(m: Manifest, binfo: dict[str, Any], table: np.ndarray,
     obs_rows = (table[:, 2] + (table[:, 1] == 0)).tolist()
     if index is not None:
         plan = index_plan(m, index, bin_name, bin_size)
-        if plan is None:
-            return None
-        ok: np.ndarray | None = None
-        for c, objs in enumerate(refs):
-            rows = obs_rows if c < n_obs else steps
-            got = column_offsets(objs, rows, tails[c], bin_name, bin_size)
-            if (got is not None and got[0] == plan.dtypes[c]
-                    and np.array_equal(got[1], plan.offsets[c])):
-                continue
-            mask = _entries_ok(objs, rows, tails[c], plan.dtypes[c], plan.offsets[c],
-                               bin_name, bin_size)
-            ok = mask if ok is None else ok & mask
-        plan.ok = ok
+        if plan is not None:
+            plan.hold(refs)
         return plan
     dtypes, offsets = [], []
     for c, objs in enumerate(refs):
@@ -264,19 +326,15 @@ def column_offsets(objs: Sequence[Any], rows: list[int], tail: tuple[int, ...], 
     return dtype, offs_a
 
 
-def _entries_ok(objs: Sequence[Any], rows: list[int], tail: tuple[int, ...],
-                dtype: np.dtype[Any], offsets: np.ndarray, bin_name: str,
-                file_size: int) -> np.ndarray:
-    """Per entry: whether its reference passes :func:`~gym_recorder.format.parse_ref` and is the
-    array the plan places (its offset, dtype and shape, raw, inside the .bin)."""
-    ok = np.zeros(len(objs), dtype=bool)
-    for k, obj in enumerate(objs):
-        if type(obj) is not dict or obj.get("__type") != "ndarray":
-            continue
-        try:
-            ref = parse_ref(obj, "", file=bin_name)
-        except FormatError:
-            continue
-        ok[k] = (ref.codec is None and ref.dtype == dtype and ref.shape == (rows[k], *tail)
-                 and ref.offset == int(offsets[k]) and ref.end <= file_size)
-    return ok
+def _entry_ok(obj: Any, rows: int, tail: tuple[int, ...], dtype: np.dtype[Any], offset: int,
+              bin_name: str, file_size: int) -> bool:
+    """Whether one reference passes :func:`~gym_recorder.format.parse_ref` and is the array the
+    plan places (its offset, dtype and shape, raw, inside the .bin)."""
+    if type(obj) is not dict or obj.get("__type") != "ndarray":
+        return False
+    try:
+        ref = parse_ref(obj, "", file=bin_name)
+    except FormatError:
+        return False
+    return (ref.codec is None and ref.dtype == dtype and ref.shape == (rows, *tail)
+            and ref.offset == offset and ref.end <= file_size)

@@ -29,7 +29,7 @@ import numpy as np
 
 from .assemble import PartItem, make_episode, plan_episode, stitched_episode
 from .batchcache import BATCH_CACHE_BYTES, BatchCache, estimated_bytes
-from .batches import OpenEpisodes, episode_items, iterate
+from .batches import OpenEpisodes, episode_items, hold_bin, iterate
 from .bulk import BulkReading, naming_urls_method as _naming_urls
 from .batchfile import Batch, parse_batch
 from .decode import Decoder
@@ -202,6 +202,10 @@ class RecordingReader(BulkReading):
             return legacy_episode(self._decoder, m, self._batch(m, b), b, number - m.starts[b],
                                   index)
         items = self._parts(m, number)
+        batch = items[0][3]
+        batch.fetches += 1
+        if batch.fetches == 2:  # (read at random: a batch's small entries copied from memory)
+            hold_bin(self._decoder, batch, items[0][0])
         episode = plan_episode(self._decoder, m, items, index)
         if episode is not None:
             return episode
