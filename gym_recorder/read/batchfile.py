@@ -53,14 +53,14 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         FormatError: if the file is missing, of the wrong size or malformed.
         ChecksumError: if its CRC-32 is not the manifest's.
     """
-    with gc_paused():  # (every object made here stays alive: nothing for the collector)
-        return _parse(storage, m, b)
+    return _parse(storage, m, b)
 
 
 def _parse(storage: Storage, m: Manifest, b: int) -> Batch:
     info = m.batches[b]
     where = info["fn"]
-    data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
+    with gc_paused():  # (the JSON's objects all stay alive: nothing for the collector)
+        data, doc = read_json(storage, info["fn"], None if m.legacy else info["json_size"])
     if not m.legacy and _fileio.crc32(data) != info["json_crc32"]:
         raise ChecksumError(f"{where}: CRC-32 does not match the manifest")
     if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), list):

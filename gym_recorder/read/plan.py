@@ -250,13 +250,13 @@ def plan_batch(m: Manifest, binfo: dict[str, Any], table: np.ndarray,
     bin_name, bin_size = binfo["bin"], binfo["bin_size"]
     n_obs = len(m.obs_layout.leaves)
     tails = leaf_shapes(m)
-    steps = table[:, 2].tolist()
-    obs_rows = (table[:, 2] + (table[:, 1] == 0)).tolist()
     if index is not None:
         plan = index_plan(m, index, bin_name, bin_size)
         if plan is not None:
             plan.hold(refs)
         return plan
+    steps = table[:, 2].tolist()
+    obs_rows = (table[:, 2] + (table[:, 1] == 0)).tolist()
     dtypes, offsets = [], []
     for c, objs in enumerate(refs):
         got = column_offsets(objs, obs_rows if c < n_obs else steps, tails[c], bin_name,
