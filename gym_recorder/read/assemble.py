@@ -154,17 +154,15 @@ def plain_meta(entry: dict[str, Any], rows: int) -> Meta | None:
 def _gathered(dec: Decoder, placed: list[tuple[Any, int, Batch]], dtypes: list[np.dtype[Any]],
               where: str) -> list[np.ndarray]:
     """Each column of an episode of several parts: allocated once, every part's rows read
-    straight into it."""
+    straight into it (part by part, so that each reading thread takes whole parts)."""
+    refs = [[plan.ref(c, pos) for c in range(len(dtypes))] for plan, pos, _ in placed]
+    out = [allocate(where, [part[c] for part in refs], dtype) for c, dtype in enumerate(dtypes)]
     jobs: list[ReadJob] = []
-    out = []
-    for c, dtype in enumerate(dtypes):
-        refs = [plan.ref(c, pos) for plan, pos, _ in placed]
-        dest = allocate(where, refs, dtype)
-        row = 0
-        for ref in refs:
-            jobs.append((ref.file, ref, where, dest, row))
-            row += ref.shape[0]
-        out.append(dest)
+    rows = [0] * len(dtypes)
+    for part in refs:
+        for c, ref in enumerate(part):
+            jobs.append((ref.file, ref, where, out[c], rows[c]))
+            rows[c] += ref.shape[0]
     read_rows(dec, jobs, sum(a.nbytes for a in out))
     return out
 
