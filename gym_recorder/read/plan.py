@@ -82,7 +82,7 @@ class BatchPlan:
         self.tails = tails
         self.offsets = offsets
         self.ok = ok
-        self._lists: list[tuple[list[int], list[int]]] | None = None
+        self._lists: list[tuple[list[int], list[int], list[int], bool]] | None = None
         self._flat: tuple[np.ndarray, list[np.ndarray]] | None = None
         self._held: Sequence[Sequence[Any]] | None = None  # JSON references not yet checked
         self._checked: dict[int, bool] = {}
@@ -180,20 +180,28 @@ class BatchPlan:
         if data is None:
             return [self.array(c, pos, storage, None) for c in range(len(self.dtypes))]
         lists = self._lists
-        if lists is None:  # each column's offsets and rows in its items, as Python ints
-            lists = self._lists = [
-                ((self.offsets[c] // max(dtype.itemsize, 1)).tolist(),
-                 (self.rows(c) * prod(self.tails[c])).tolist())
-                for c, dtype in enumerate(self.dtypes)]
+        if lists is None:  # each column's starts and sizes, in its items or bytes (Python ints)
+            lists = self._lists = []
+            for c, (dtype, tail) in enumerate(zip(self.dtypes, self.tails)):
+                rows = self.rows(c)
+                isz = dtype.itemsize if ALIGNMENT % dtype.itemsize == 0 else 1  # (else bytes)
+                lists.append(((self.offsets[c] // isz).tolist(),
+                              (rows * (prod(tail) * dtype.itemsize // isz)).tolist(),
+                              rows.tolist(), isz == 1 and dtype.itemsize != 1))
         flat = self._flat
         if flat is None or flat[0] is not data:  # the .bin viewed in each column's dtype
-            flat = self._flat = (data, [data[:len(data) // dtype.itemsize * dtype.itemsize].view(
-                dtype) for dtype in self.dtypes])
+            flat = self._flat = (data, [
+                data if ALIGNMENT % dtype.itemsize else
+                data[:len(data) // dtype.itemsize * dtype.itemsize].view(dtype)
+                for dtype in self.dtypes])
         out = []
-        for (starts, counts), view, tail in zip(lists, flat[1], self.tails):
+        for (starts, sizes, nrows, in_bytes), view, dtype, tail in zip(
+                lists, flat[1], self.dtypes, self.tails):
             at = starts[pos]
-            rows = view[at:at + counts[pos]]
-            out.append((rows if not tail else rows.reshape(-1, *tail)).copy())
+            rows = view[at:at + sizes[pos]]
+            if in_bytes:
+                rows = rows.view(dtype)
+            out.append((rows.reshape(nrows[pos], *tail) if tail else rows).copy())
         return out
 
     def view(self, c: int, pos: int, data: np.ndarray) -> np.ndarray:
