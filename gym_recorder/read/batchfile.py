@@ -1,5 +1,6 @@
 """A batch file parsed: its JSON checked against the manifest (and its batch index held to it),
-once, and its .bin's bytes once read whole (see :class:`~gym_recorder.read.decode.Decoder`)."""
+and planned (:mod:`gym_recorder.read.plan`), once; its .bin's bytes held in memory while its
+small entries are read (:func:`~gym_recorder.read.batches.hold_bin`)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,6 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         FormatError: if the file is missing, of the wrong size or malformed.
         ChecksumError: if its CRC-32 is not the manifest's.
     """
-    return _parse(storage, m, b)
-
-
-def _parse(storage: Storage, m: Manifest, b: int) -> Batch:
     info = m.batches[b]
     where = info["fn"]
     with gc_paused():  # (the JSON's objects all stay alive: nothing for the collector)
