@@ -73,10 +73,9 @@ def plan_episode(dec: Decoder, m: Manifest, items: list[PartItem], index: int) -
     """An episode read through its batches' plans (:mod:`gym_recorder.read.plan`): each stacked
     array allocated once and its parts' rows copied in (from a .bin held in memory) or read
     straight into them; only those rows' bytes are read. None when it must be read entry by
-    entry: a part without a plan (or not ``ok`` in it), a verifying reader (checksums cover
-    whole arrays), or a leaf whose parts' dtypes no one dtype holds exactly."""
-    if dec.verify:
-        return None
+    entry: a part without a plan (or not ``ok`` in it), a verifying reader's episode of several
+    parts or whose checksums differ (the entry path names the array), or a leaf whose parts'
+    dtypes no one dtype holds exactly."""
     if len(items) == 1:  # (most episodes: without the loops over parts)
         binfo, entry, part_no, batch = items[0]
         plan = batch.plan
@@ -87,11 +86,16 @@ def plan_episode(dec: Decoder, m: Manifest, items: list[PartItem], index: int) -
         if meta is not None:
             if batch.file_size is None:
                 dec.batch_size(batch, binfo)
-            arrays = plan.arrays(entry["index"] - binfo["first"], dec.storage, batch.data)
+            pos = entry["index"] - binfo["first"]
+            arrays = plan.arrays(pos, dec.storage, batch.data)
+            if dec.verify and not plan.verified(pos, arrays):
+                return None  # (the entry path names the array whose checksum differs)
             n_obs = plan.n_obs
             return episode_of(m, index, arrays[:n_obs], arrays[n_obs:-3], arrays[-3],
                               arrays[-2], arrays[-1], [{} for _ in range(rows)], meta,
                               entry_end(entry, ""))
+    if dec.verify:
+        return None  # (several parts: checksums checked entry by entry)
     placed = []
     for binfo, entry, _, batch in items:
         plan = batch.plan

@@ -105,7 +105,7 @@ def iterate(manifests: list[Manifest], starts: list[int], count: int, dec: Decod
                     yield fetch(i)
                 return
             episode = None
-            if not m.legacy and not dec.verify:
+            if not m.legacy:
                 if batch is None or not lo <= number < hi:
                     b = m.first_batch(number)
                     batch, binfo = batch_of(m, b), m.batches[b]
@@ -273,7 +273,7 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
     size = dec.batch_size(batch, binfo)
     data = dec.read_exact(binfo["bin"], 0, size)
     last = b + 1 >= len(m.batches) or m.gap_before(b + 1)
-    plan = None if dec.verify else batch.plan  # (checksums: entry by entry)
+    plan = batch.plan
     if plan is not None:
         plan.check_all()
     parts = []
@@ -291,8 +291,13 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
         if shown < 0:
             continue  # deleted by an edit
         rows = int(entry["steps"]) + (part_no == 0)
+        arrays = None
         if plan is not None and plan.usable(pos) and plain_meta(entry, rows) is not None:
             arrays = [plan.view(c, pos, data) for c in range(len(plan.dtypes))]
+            if dec.verify and not plan.verified(pos, arrays):
+                arrays = None  # (the entry path names the array whose checksum differs)
+        if arrays is not None:
+            assert plan is not None
             n_obs = plan.n_obs
             parts.append(EpisodePart(base + shown, part_no, first_step,
                                      tree(obs_layout(m), arrays[:n_obs]),

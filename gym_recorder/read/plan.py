@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..format import fileio as _fileio
 from ..format import ALIGNMENT, MAX_DIM, MAX_NDIM, ArrayRef, parse_dtype, parse_ref
 from ..format.spaces import ArrayLeaf
 from .batchindex import IndexTable, leaf_shapes
@@ -68,7 +69,7 @@ class BatchPlan:
 
     __slots__ = ("bin_name", "bin_size", "episode", "part", "steps", "flags", "obs_rows",
                  "n_obs", "dtypes", "tails", "offsets", "ok", "_lists", "_flat", "_held",
-                 "_checked", "_py")
+                 "_checked", "_py", "_refs")
 
     def __init__(self, bin_name: str, bin_size: int, table: np.ndarray, n_obs: int,
                  dtypes: list[np.dtype[Any]], tails: list[tuple[int, ...]],
@@ -86,6 +87,7 @@ class BatchPlan:
         self._flat: tuple[np.ndarray, list[np.ndarray]] | None = None
         self._held: Sequence[Sequence[Any]] | None = None  # JSON references not yet checked
         self._checked: dict[int, bool] = {}
+        self._refs: Sequence[Sequence[Any]] | None = None  # the JSON's, for their CRC-32s
         self._py: tuple[list[int], list[int],
                         list[tuple[list[int], str, int, list[int]]]] | None = None
 
@@ -142,8 +144,24 @@ class BatchPlan:
     def hold(self, refs: Sequence[Sequence[Any]]) -> None:
         """Holds the entries to the batch JSON's references (``refs[c]``: each entry's of column
         c, as stored): an entry whose reference is not the plan's is not :meth:`usable`."""
-        self._held = refs
+        self._held = self._refs = refs
         self._checked = {}
+
+    def verified(self, pos: int, arrays: list[np.ndarray]) -> bool:
+        """Whether entry ``pos``'s arrays (one per column, contiguous) have the CRC-32s of its
+        references (and bool arrays only 0 and 1), as a verifying reader checks them; False
+        also when the plan holds no references (the entry path then says what is wrong)."""
+        refs = self._refs
+        if refs is None:
+            return False
+        for column, arr in zip(refs, arrays):
+            raw = arr.reshape(-1).view(np.uint8)
+            crc = column[pos].get("crc32")
+            if crc is not None and _fileio.crc32(raw) != crc:
+                return False
+            if arr.dtype.kind == "b" and raw.size and raw.max() > 1:
+                return False
+        return True
 
     def check_all(self) -> None:
         """Holds every entry to its references at once (a batch read whole: a few passes a
@@ -273,7 +291,9 @@ def plan_batch(m: Manifest, binfo: dict[str, Any], table: np.ndarray,
             return None
         dtypes.append(got[0])
         offsets.append(got[1])
-    return BatchPlan(bin_name, bin_size, table, n_obs, dtypes, tails, offsets)
+    plan = BatchPlan(bin_name, bin_size, table, n_obs, dtypes, tails, offsets)
+    plan._refs = refs
+    return plan
 
 
 _STEP_DTYPES = (np.dtype(np.float64), np.dtype(np.bool_), np.dtype(np.bool_))
