@@ -15,11 +15,11 @@ from .batchindex import check_entries, read_index
 from .decode import Decoder, gc_paused
 from .entries import act_layout, obs_layout
 from .manifest import Manifest, read_json
-from .plan import BatchPlan, plan_batch
+from .plan import BatchPlan, EntryRefs, plan_batch
 from ..format.spaces import ArrayLeaf
 from .storage import Storage
 
-__all__ = ["Batch", "parse_batch", "stacked_refs"]
+__all__ = ["Batch", "parse_batch"]
 
 
 class Batch:
@@ -98,23 +98,18 @@ def parse_batch(storage: Storage, m: Manifest, b: int) -> Batch:
         table = np.array(said, dtype=np.int64).reshape(len(said), 4)
     except OverflowError:  # (a number no index holds: the entry's own reading names it)
         return Batch(entries, by_episode, starts)
-    refs: list[list[Any]] | None = None
+    refs = EntryRefs(m, entries, where)
+    plannable = all(isinstance(leaf, ArrayLeaf)
+                    for leaf in obs_layout(m).leaves + act_layout(m).leaves)
     if index is not None:
-        refs = stacked_refs(m, entries, where)
-    elif all(isinstance(leaf, ArrayLeaf) for leaf in obs_layout(m).leaves + act_layout(m).leaves):
         try:
-            refs = stacked_refs(m, entries, where)
-        except FormatError:
-            refs = None  # (an entry not shaped as its space: named when read entry by entry)
-    if index is not None and refs is not None:
-        try:
-            check_entries(index, table, refs, info["bin_size"])
+            check_entries(index, table, refs.columns(), info["bin_size"])
         except BatchIndexError as e:
             # An entry that is wrong by itself is named for what is wrong with it.
             if e.entry is not None:
                 _check_entry(storage, m, info, entries[e.entry])
             raise
-    plan = None if refs is None else plan_batch(m, info, table, refs, index)
+    plan = plan_batch(m, info, table, refs, index) if plannable else None
     return Batch(entries, by_episode, starts, plan)
 
 
@@ -124,19 +119,3 @@ def _check_entry(storage: Storage, m: Manifest, binfo: dict[str, Any],
     dec = Decoder(storage)
     part = dec.plan_part(m, binfo, entry, entry["part"])
     dec.load_part(m, part, dec.check_bin(binfo["bin"], binfo["bin_size"]))
-
-
-def stacked_refs(m: Manifest, entries: list[dict[str, Any]], where: str) -> list[list[Any]]:
-    """Each stacked column's reference of every entry, as stored (each observation leaf,
-    action leaf, rewards, terminations, truncations)."""
-    out: list[list[Any]] = []
-    for lay, key in ((obs_layout(m), "observations"), (act_layout(m), "actions")):
-        if lay.single:
-            out.append([e.get(key) for e in entries])
-            continue
-        per = [[obj for obj, _ in lay.tree_leaves(e.get(key), f"{where} entry {e['index']} {key}")]
-               for e in entries]
-        out.extend([p[k] for p in per] for k in range(len(lay.leaves)))
-    for name in ("rewards", "terminations", "truncations"):
-        out.append([e.get(name) for e in entries])
-    return out

@@ -41,7 +41,7 @@ from .batchindex import IndexTable, leaf_shapes
 from .manifest import Manifest
 from .storage import Storage
 
-__all__ = ["BatchPlan", "plan_batch", "index_plan", "plannable"]
+__all__ = ["BatchPlan", "EntryRefs", "plan_batch", "index_plan", "plannable"]
 
 _INT = {int}
 _INT_OR_NONE = {int, type(None)}
@@ -50,6 +50,58 @@ _NDARRAY = {"ndarray"}
 _C_ORDER = {"C"}
 # A reference's keys: the first four every reference of a column shares, the rest differ.
 _REF = itemgetter("__type", "order", "npyfile", "dtype", "shape", "npyoff", "size", "crc32")
+
+
+class EntryRefs:
+    """A parsed batch's stacked references as stored, found when asked (not kept: a batch of
+    short episodes holds hundreds of thousands of them): each column's (:meth:`columns`: each
+    observation leaf's, each action leaf's, rewards', terminations', truncations') or one
+    entry's (:meth:`entry`, None when its trees are not shaped as the spaces)."""
+
+    __slots__ = ("_entries", "_layouts", "_where")
+
+    def __init__(self, m: Manifest, entries: list[dict[str, Any]], where: str) -> None:
+        assert m.obs_layout is not None and m.act_layout is not None
+        self._entries = entries
+        self._layouts = ((m.obs_layout, "observations"), (m.act_layout, "actions"))
+        self._where = where
+
+    def columns(self) -> list[list[Any]]:
+        """Each column's references, one per entry (FormatError for a tree not shaped as
+        its space, naming it)."""
+        out: list[list[Any]] = []
+        entries, where = self._entries, self._where
+        for lay, key in self._layouts:
+            if lay.single:
+                out.append([e.get(key) for e in entries])
+                continue
+            per = [[obj for obj, _ in lay.tree_leaves(e.get(key),
+                                                      f"{where} entry {e['index']} {key}")]
+                   for e in entries]
+            out.extend([p[k] for p in per] for k in range(len(lay.leaves)))
+        for name in _STEP_NAMES:
+            out.append([e.get(name) for e in entries])
+        return out
+
+    def entry(self, pos: int) -> list[Any] | None:
+        """Entry ``pos``'s reference in each column (None: a tree not shaped as its space)."""
+        e = self._entries[pos]
+        out: list[Any] = []
+        for lay, key in self._layouts:
+            if lay.single:
+                out.append(e.get(key))
+                continue
+            try:
+                out.extend(obj for obj, _ in lay.tree_leaves(e.get(key), ""))
+            except FormatError:
+                return None
+        out.extend(e.get(name) for name in _STEP_NAMES)
+        return out
+
+
+_STEP_NAMES = ("rewards", "terminations", "truncations")
+# Entries of a batch held to their references one by one before the plan lists its values.
+_FEW = 16
 
 
 class BatchPlan:
@@ -71,6 +123,7 @@ class BatchPlan:
                  "n_obs", "dtypes", "tails", "offsets", "ok", "_lists", "_flat", "_held",
                  "_checked", "_py", "_refs")
 
+
     def __init__(self, bin_name: str, bin_size: int, table: np.ndarray, n_obs: int,
                  dtypes: list[np.dtype[Any]], tails: list[tuple[int, ...]],
                  offsets: list[np.ndarray], ok: np.ndarray | None = None) -> None:
@@ -85,11 +138,10 @@ class BatchPlan:
         self.ok = ok
         self._lists: list[tuple[list[int], list[int], list[int], bool]] | None = None
         self._flat: tuple[np.ndarray, list[np.ndarray]] | None = None
-        self._held: Sequence[Sequence[Any]] | None = None  # JSON references not yet checked
+        self._held = False  # the JSON's references not yet held to the plan (see hold)
         self._checked: dict[int, bool] = {}
-        self._refs: Sequence[Sequence[Any]] | None = None  # the JSON's, for their CRC-32s
-        self._py: tuple[list[int], list[int],
-                        list[tuple[list[int], str, int, list[int]]]] | None = None
+        self._refs: EntryRefs | None = None  # the JSON's references, for checks and CRC-32s
+        self._py: tuple[list[int], list[int], list[list[int]]] | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -101,7 +153,7 @@ class BatchPlan:
     def usable(self, pos: int) -> bool:
         """Whether entry ``pos`` is read through the plan (its references held to the plan
         when first asked, unless :meth:`check_all` held them all)."""
-        if self._held is not None:
+        if self._held:
             got = self._checked.get(pos)
             if got is None:
                 got = self._checked[pos] = self._entry_usable(pos)
@@ -109,24 +161,32 @@ class BatchPlan:
         return self.ok is None or bool(self.ok[pos])
 
     def _entry_usable(self, pos: int) -> bool:
-        held = self._held
-        assert held is not None
-        if self._py is None:  # (Python values: numpy's scalars cost more than the checks)
+        assert self._refs is not None
+        refs = self._refs.entry(pos)
+        if refs is None:
+            return False
+        if self._py is None and len(self._checked) >= _FEW:
+            # (Python values for every entry: numpy's scalars cost more than the checks)
             self._py = (self.obs_rows.tolist(), self.steps.tolist(),
-                        [(offsets.tolist(), dtype.str, dtype.itemsize * prod(tail), list(tail))
-                         for offsets, dtype, tail in zip(self.offsets, self.dtypes, self.tails)])
-        obs_rows, steps, columns = self._py
+                        [offsets.tolist() for offsets in self.offsets])
+        if self._py is None:  # (the first few entries: their values alone)
+            obs_rows_here, steps_here = int(self.obs_rows[pos]), int(self.steps[pos])
+            offsets_here = [int(offsets[pos]) for offsets in self.offsets]
+        else:
+            obs_rows_here, steps_here = self._py[0][pos], self._py[1][pos]
+            offsets_here = [offsets[pos] for offsets in self._py[2]]
         n_obs, name = self.n_obs, self.bin_name
-        for c, (objs, (offs, dtype_str, row_bytes, tail)) in enumerate(zip(held, columns)):
-            rows = obs_rows[pos] if c < n_obs else steps[pos]
-            obj = objs[pos]
+        for c, (obj, at_here, dtype, tail_t) in enumerate(zip(refs, offsets_here, self.dtypes,
+                                                              self.tails)):
+            rows = obs_rows_here if c < n_obs else steps_here
+            dtype_str, row_bytes, tail = dtype.str, dtype.itemsize * prod(tail_t), list(tail_t)
             # The reference as the writer writes it, compared key by key (the plan's offset is
             # aligned and its array inside the .bin, its dtype and shape within parse_ref's
             # bounds); any other spelling is held to parse_ref's rules by _entry_ok.
             if type(obj) is dict:
                 get = obj.get
                 at, size, shape, crc = get("npyoff"), get("size"), get("shape"), get("crc32")
-                if (at == offs[pos] and type(at) is int and size == rows * row_bytes
+                if (at == at_here and type(at) is int and size == rows * row_bytes
                         and type(size) is int and get("dtype") == dtype_str
                         and get("npyfile") == name and get("__type") == "ndarray"
                         and type(shape) is list and len(shape) == len(tail) + 1
@@ -136,27 +196,27 @@ class BatchPlan:
                         and (crc is None or (type(crc) is int and 0 <= crc <= 0xFFFFFFFF))
                         and get("order", "C") == "C" and "codec" not in obj):
                     continue
-            if not _entry_ok(obj, rows, self.tails[c], self.dtypes[c], offs[pos], name,
-                             self.bin_size):
+            if not _entry_ok(obj, rows, tail_t, dtype, at_here, name, self.bin_size):
                 return False
         return True
 
-    def hold(self, refs: Sequence[Sequence[Any]]) -> None:
-        """Holds the entries to the batch JSON's references (``refs[c]``: each entry's of column
-        c, as stored): an entry whose reference is not the plan's is not :meth:`usable`."""
-        self._held = self._refs = refs
+    def hold(self, refs: EntryRefs) -> None:
+        """Holds the entries to the batch JSON's references: an entry whose reference is not
+        the plan's is not :meth:`usable`."""
+        self._refs = refs
+        self._held = True
         self._checked = {}
 
     def verified(self, pos: int, arrays: list[np.ndarray]) -> bool:
         """Whether entry ``pos``'s arrays (one per column, contiguous) have the CRC-32s of its
         references (and bool arrays only 0 and 1), as a verifying reader checks them; False
         also when the plan holds no references (the entry path then says what is wrong)."""
-        refs = self._refs
+        refs = None if self._refs is None else self._refs.entry(pos)
         if refs is None:
             return False
-        for column, arr in zip(refs, arrays):
+        for obj, arr in zip(refs, arrays):
             raw = arr.reshape(-1).view(np.uint8)
-            crc = column[pos].get("crc32")
+            crc = obj.get("crc32")
             if crc is not None and _fileio.crc32(raw) != crc:
                 return False
             if arr.dtype.kind == "b" and raw.size and raw.max() > 1:
@@ -166,9 +226,10 @@ class BatchPlan:
     def check_all(self) -> None:
         """Holds every entry to its references at once (a batch read whole: a few passes a
         column instead of one :func:`~gym_recorder.format.parse_ref` per reference)."""
-        refs = self._held
-        if refs is None:
+        if not self._held:
             return
+        assert self._refs is not None
+        refs = self._refs.columns()
         steps, obs_rows = self.steps.tolist(), self.obs_rows.tolist()
         ok: np.ndarray | None = None
         for c, objs in enumerate(refs):
@@ -183,7 +244,7 @@ class BatchPlan:
                                dtype=bool, count=len(objs))
             ok = mask if ok is None else ok & mask
         self.ok = ok
-        self._held = None
+        self._held = False
 
     def ref(self, c: int, pos: int) -> ArrayRef:
         """Entry ``pos``'s array of column c (checked to lie in the .bin)."""
@@ -264,10 +325,10 @@ def index_plan(m: Manifest, index: IndexTable, bin_name: str, bin_size: int) -> 
 
 
 def plan_batch(m: Manifest, binfo: dict[str, Any], table: np.ndarray,
-               refs: Sequence[Sequence[Any]], index: IndexTable | None) -> BatchPlan | None:
+               refs: EntryRefs, index: IndexTable | None) -> BatchPlan | None:
     """The plan of a parsed batch (its entries structurally checked): ``table`` is what its
     entries say (episode, part, steps, flags per entry), ``refs[c]`` each entry's reference of
-    column c as stored. With ``index`` (checked against the JSON by
+    column c as stored (:class:`EntryRefs`). With ``index`` (checked against the JSON by
     :func:`~gym_recorder.read.batchindex.check_entries`), the index's plan with each entry's
     references held to it; else the references' own, or None (see the module docstring)."""
     if m.obs_layout is None or m.act_layout is None or not all(
@@ -281,18 +342,23 @@ def plan_batch(m: Manifest, binfo: dict[str, Any], table: np.ndarray,
         if plan is not None:
             plan.hold(refs)
         return plan
+    try:
+        columns = refs.columns()
+    except FormatError:
+        return None  # (an entry not shaped as its space: named when read entry by entry)
     steps = table[:, 2].tolist()
     obs_rows = (table[:, 2] + (table[:, 1] == 0)).tolist()
     dtypes, offsets = [], []
-    for c, objs in enumerate(refs):
+    for c, objs in enumerate(columns):
         got = column_offsets(objs, obs_rows if c < n_obs else steps, tails[c], bin_name,
                              bin_size)
-        if got is None or (c >= len(refs) - 3 and got[0] != _STEP_DTYPES[c - len(refs) + 3]):
+        if got is None or (c >= len(columns) - 3
+                           and got[0] != _STEP_DTYPES[c - len(columns) + 3]):
             return None
         dtypes.append(got[0])
         offsets.append(got[1])
     plan = BatchPlan(bin_name, bin_size, table, n_obs, dtypes, tails, offsets)
-    plan._refs = refs
+    plan._refs = refs  # (every entry checked above: for the CRC-32s of a verifying reader)
     return plan
 
 
