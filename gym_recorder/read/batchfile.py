@@ -11,15 +11,15 @@ import numpy as np
 from ..errors import BatchIndexError, ChecksumError, FormatError
 from ..format import check_flags
 from ..format import fileio as _fileio
-from .batchindex import check_entries, read_index
+from .batchindex import STEP_NAMES, check_entries, read_index
 from .decode import Decoder, gc_paused
 from .entries import act_layout, obs_layout
 from .manifest import Manifest, read_json
-from .plan import BatchPlan, EntryRefs, plan_batch
+from .plan import BatchPlan, plan_batch
 from ..format.spaces import ArrayLeaf
 from .storage import Storage
 
-__all__ = ["Batch", "parse_batch"]
+__all__ = ["Batch", "parse_batch", "EntryRefs"]
 
 
 class Batch:
@@ -119,3 +119,51 @@ def _check_entry(storage: Storage, m: Manifest, binfo: dict[str, Any],
     dec = Decoder(storage)
     part = dec.plan_part(m, binfo, entry, entry["part"])
     dec.load_part(m, part, dec.check_bin(binfo["bin"], binfo["bin_size"]))
+
+
+class EntryRefs:
+    """A parsed batch's stacked references as stored, found when asked (not kept: a batch of
+    short episodes holds hundreds of thousands of them): each column's (:meth:`columns`: each
+    observation leaf's, each action leaf's, rewards', terminations', truncations') or one
+    entry's (:meth:`entry`, None when its trees are not shaped as the spaces)."""
+
+    __slots__ = ("_entries", "_layouts", "_where")
+
+    def __init__(self, m: Manifest, entries: list[dict[str, Any]], where: str) -> None:
+        assert m.obs_layout is not None and m.act_layout is not None
+        self._entries = entries
+        self._layouts = ((m.obs_layout, "observations"), (m.act_layout, "actions"))
+        self._where = where
+
+    def columns(self) -> list[list[Any]]:
+        """Each column's references, one per entry (FormatError for a tree not shaped as
+        its space, naming it)."""
+        out: list[list[Any]] = []
+        entries, where = self._entries, self._where
+        for lay, key in self._layouts:
+            if lay.single:
+                out.append([e.get(key) for e in entries])
+                continue
+            per = [[obj for obj, _ in lay.tree_leaves(e.get(key),
+                                                      f"{where} entry {e['index']} {key}")]
+                   for e in entries]
+            out.extend([p[k] for p in per] for k in range(len(lay.leaves)))
+        for name in STEP_NAMES:
+            out.append([e.get(name) for e in entries])
+        return out
+
+    def entry(self, pos: int) -> list[Any] | None:
+        """Entry ``pos``'s reference in each column (None: a tree not shaped as its space)."""
+        e = self._entries[pos]
+        out: list[Any] = []
+        for lay, key in self._layouts:
+            if lay.single:
+                out.append(e.get(key))
+                continue
+            try:
+                out.extend(obj for obj, _ in lay.tree_leaves(e.get(key), ""))
+            except FormatError:
+                return None
+        out.extend(e.get(name) for name in STEP_NAMES)
+        return out
+

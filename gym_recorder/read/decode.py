@@ -23,7 +23,6 @@ from ..format import ArrayRef, parse_ref
 from ..format import codecs as _codecs
 from ..format import fileio as _fileio
 from .entries import EntryReading
-from .manifest import Manifest
 from .storage import Storage
 
 if TYPE_CHECKING:  # (a parsed batch: only its attributes are used here)

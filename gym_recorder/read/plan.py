@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from itertools import chain
 from math import prod
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,7 +41,10 @@ from .batchindex import IndexTable, leaf_shapes
 from .manifest import Manifest
 from .storage import Storage
 
-__all__ = ["BatchPlan", "EntryRefs", "plan_batch", "index_plan", "plannable"]
+if TYPE_CHECKING:  # (the batch JSON's references, as batchfile finds them)
+    from .batchfile import EntryRefs
+
+__all__ = ["BatchPlan", "plan_batch", "index_plan", "plannable", "column_offsets"]
 
 _INT = {int}
 _INT_OR_NONE = {int, type(None)}
@@ -52,54 +55,6 @@ _C_ORDER = {"C"}
 _REF = itemgetter("__type", "order", "npyfile", "dtype", "shape", "npyoff", "size", "crc32")
 
 
-class EntryRefs:
-    """A parsed batch's stacked references as stored, found when asked (not kept: a batch of
-    short episodes holds hundreds of thousands of them): each column's (:meth:`columns`: each
-    observation leaf's, each action leaf's, rewards', terminations', truncations') or one
-    entry's (:meth:`entry`, None when its trees are not shaped as the spaces)."""
-
-    __slots__ = ("_entries", "_layouts", "_where")
-
-    def __init__(self, m: Manifest, entries: list[dict[str, Any]], where: str) -> None:
-        assert m.obs_layout is not None and m.act_layout is not None
-        self._entries = entries
-        self._layouts = ((m.obs_layout, "observations"), (m.act_layout, "actions"))
-        self._where = where
-
-    def columns(self) -> list[list[Any]]:
-        """Each column's references, one per entry (FormatError for a tree not shaped as
-        its space, naming it)."""
-        out: list[list[Any]] = []
-        entries, where = self._entries, self._where
-        for lay, key in self._layouts:
-            if lay.single:
-                out.append([e.get(key) for e in entries])
-                continue
-            per = [[obj for obj, _ in lay.tree_leaves(e.get(key),
-                                                      f"{where} entry {e['index']} {key}")]
-                   for e in entries]
-            out.extend([p[k] for p in per] for k in range(len(lay.leaves)))
-        for name in _STEP_NAMES:
-            out.append([e.get(name) for e in entries])
-        return out
-
-    def entry(self, pos: int) -> list[Any] | None:
-        """Entry ``pos``'s reference in each column (None: a tree not shaped as its space)."""
-        e = self._entries[pos]
-        out: list[Any] = []
-        for lay, key in self._layouts:
-            if lay.single:
-                out.append(e.get(key))
-                continue
-            try:
-                out.extend(obj for obj, _ in lay.tree_leaves(e.get(key), ""))
-            except FormatError:
-                return None
-        out.extend(e.get(name) for name in _STEP_NAMES)
-        return out
-
-
-_STEP_NAMES = ("rewards", "terminations", "truncations")
 # Entries of a batch held to their references one by one before the plan lists its values.
 _FEW = 16
 
@@ -327,9 +282,9 @@ def index_plan(m: Manifest, index: IndexTable, bin_name: str, bin_size: int) -> 
 def plan_batch(m: Manifest, binfo: dict[str, Any], table: np.ndarray,
                refs: EntryRefs, index: IndexTable | None) -> BatchPlan | None:
     """The plan of a parsed batch (its entries structurally checked): ``table`` is what its
-    entries say (episode, part, steps, flags per entry), ``refs[c]`` each entry's reference of
-    column c as stored (:class:`EntryRefs`). With ``index`` (checked against the JSON by
-    :func:`~gym_recorder.read.batchindex.check_entries`), the index's plan with each entry's
+    entries say (episode, part, steps, flags per entry), ``refs`` its references as stored
+    (:class:`~gym_recorder.read.batchfile.EntryRefs`). With ``index`` (checked against the JSON
+    by :func:`~gym_recorder.read.batchindex.check_entries`), the index's plan with each entry's
     references held to it; else the references' own, or None (see the module docstring)."""
     if m.obs_layout is None or m.act_layout is None or not all(
             isinstance(leaf, ArrayLeaf) for leaf in m.obs_layout.leaves + m.act_layout.leaves):
