@@ -13,7 +13,7 @@ from gymnasium.wrappers import TransformObservation
 import sample_envs  # noqa: F401
 from gym_recorder import (ChecksumError, FormatError, RecordingClosedError, RecordingReader,
                           RecordingWrapper)
-from gym_recorder.read import assemble as assemble_module
+from gym_recorder.read import gather as gather_module
 from gym_recorder.read.envgroups import MixedEnvsWarning
 from gym_recorder.errors import EmptySelectionError, OutsideSpaceWarning, UnsupportedSpaceError
 
@@ -47,7 +47,7 @@ def _check_all_fields(reader, episodes=None):
 def read_threads(request, monkeypatch):
     """Runs a test with the reads in this thread, and split over READ_THREADS threads."""
     if request.param == "threads":
-        monkeypatch.setattr(assemble_module, "PARALLEL_READ_BYTES", 0)
+        monkeypatch.setattr(gather_module, "PARALLEL_READ_BYTES", 0)
     return request.param
 
 

@@ -1,5 +1,6 @@
-"""A batch decoded column by column (gym_recorder.read.columns) gives exactly what the entry-by-entry
-path gives, and a bad reference in any entry of it is refused with the same error."""
+"""A batch read through its plan (gym_recorder.read.plan: its references checked column by
+column) gives exactly what the entry-by-entry path gives, and a bad reference in any entry of it
+is refused with the same error."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_iterating_equals_fetching_each_episode_alone(cartpole):
 ])
 def test_a_bad_reference_late_in_a_batch_is_refused(cartpole, field, value, match):
     def mutate(doc):
-        entry = doc["episodes"][-2]  # read after the batch is decoded column-wise
+        entry = doc["episodes"][-2]  # late in a batch read through its plan
         entry["rewards"][field] = value
     rewrite_batch(cartpole, mutate)
     refused(cartpole, r"cp\.ep000000000\.json entry \d+ rewards: .*" + match.split("rewards: ")[-1])

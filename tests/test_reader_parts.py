@@ -11,7 +11,7 @@ import pytest
 
 import sample_envs  # noqa: F401
 from gym_recorder import ChecksumError, FormatError, RecordingReader, RecordingWrapper
-from gym_recorder.read import assemble as assemble_module
+from gym_recorder.read import gather as gather_module
 
 STEPS = 400  # one Image-v0 episode; 16x16x3 frames at 20 kB a batch: about 25 batches
 
@@ -71,7 +71,7 @@ def _manifest(directory):
 def read_threads(request, monkeypatch):
     """Runs a test with the parts read in this thread, and with READ_THREADS threads."""
     if request.param == "threads":
-        monkeypatch.setattr(assemble_module, "PARALLEL_READ_BYTES", 0)
+        monkeypatch.setattr(gather_module, "PARALLEL_READ_BYTES", 0)
     return request.param
 
 

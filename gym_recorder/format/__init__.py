@@ -277,9 +277,12 @@ Everything an INDEX says MUST equal what the batch JSON says (the entries' keys,
 dtypes, shapes and offsets); ``verify`` reports any difference. Readers MAY ignore it (the
 batch JSON says everything it says). A reader that uses it MUST check it as it checks ARRAYs
 (offsets aligned and inside the .bin, dtypes, the table's CRC-32 and values) and refuse a
-batch whose INDEX does not check out; gym_recorder's reader uses it, when every batch it needs
-has one and verification is off, to build the step arrays of many episodes at once
-(:func:`gym_recorder.training.transitions.transitions`), and the batch JSON otherwise.
+batch whose INDEX does not check out; gym_recorder's reader makes it the plan of every read of
+the batch (:mod:`gym_recorder.read.plan`: each entry's ARRAYs held to it whenever the batch JSON
+is parsed, an entry whose ARRAYs differ read from the JSON alone, which names the fault), and
+reads the step arrays of many episodes from it without the JSON when every batch it needs has
+one and verification is off (:func:`gym_recorder.training.transitions.transitions`,
+``reader.column``).
 
 Arrays (ARRAY)
 ==============

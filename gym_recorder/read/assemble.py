@@ -10,34 +10,26 @@ read into its rows.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from .columns import FastPart
 from .batchfile import Batch
 from .decode import Decoder
+from .gather import ReadJob, read_rows
 from .entries import STACKED, Part, PartData, act_layout, obs_layout
 from .episode import Episode, EpisodeSummary
 from ..errors import FormatError
-from ..format import ENDS, ArrayRef, continues, join_dtype, parse_ref, rounding_dtypes
+from ..format import ENDS, ArrayRef, continues, entry_end, join_dtype, parse_ref, rounding_dtypes
 from .manifest import Manifest
 from .outside import _mixed_leaves, join_leaf
 from ..format.spaces import Layout
 
-__all__ = ["tree", "make_episode", "fast_episode", "single_episode", "stitched_episode",
-           "summarize", "checked_refs", "read_rows", "allocate", "checked_parts",
-           "PARALLEL_READ_BYTES", "READ_THREADS"]
+__all__ = ["tree", "make_episode", "episode_of", "plan_episode", "stitched_episode",
+           "summarize", "checked_refs", "allocate", "checked_parts"]
 
-# An episode of several parts with at least this many bytes of stacked arrays is read by
-# READ_THREADS threads, part by part (page faults and copies of the fresh arrays then overlap:
-# about 1.5x faster with two cores); smaller ones are read in this thread.
-PARALLEL_READ_BYTES = 32 << 20
 _new = object.__new__
-READ_THREADS = 2
 
 
 def tree(layout: Layout, leaves: list[Any]) -> Any:
@@ -45,36 +37,138 @@ def tree(layout: Layout, leaves: list[Any]) -> Any:
     return leaves[0] if layout.single else layout.unflatten(leaves)
 
 
+# The metadata an episode takes from its parts: (seed, options, sub_env, no_reset) of the first,
+# end of the last.
+Meta = tuple[int | None, Any, int | None, bool]
+
+
 def make_episode(m: Manifest, index: int, first: PartData, last: PartData, obs: list[Any],
                  act: list[Any],
                  rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
                  infos: list[dict[str, Any]]) -> Episode:
     """An Episode of the writer ``m``: metadata from its first and last parts."""
-    return Episode(index=index, observations=tree(obs_layout(m), obs),
-                   actions=tree(act_layout(m), act), rewards=rewards, terminations=terminations,
-                   truncations=truncations, infos=infos, seed=first.seed, options=first.options,
-                   env_id=m.env_id, end=last.end, sub_env=first.sub_env, writer=m.prefix,
-                   no_reset=first.no_reset, multiagent=m.multiagent)
+    return episode_of(m, index, obs, act, rewards, terminations, truncations, infos,
+                      (first.seed, first.options, first.sub_env, first.no_reset), last.end)
 
 
-def fast_episode(m: Manifest, p: FastPart, index: int) -> Episode:
-    """The Episode of one entry decoded column-wise: its arrays copied out of the batch's."""
+def episode_of(m: Manifest, index: int, obs: list[Any], act: list[Any], rewards: np.ndarray,
+               terminations: np.ndarray, truncations: np.ndarray, infos: list[dict[str, Any]],
+               first: Meta, end: str | None) -> Episode:
+    """The one constructor of a reader's Episode (of this format's writers): its per-leaf
+    observations and actions, step columns and infos; metadata from its first part and the
+    end of its last."""
+    seed, options, sub_env, no_reset = first
     # Built without the frozen dataclass's __init__ (one object.__setattr__ per field): the
     # same fields, in the same order, as Episode(...) sets.
     episode = _new(Episode)
     episode.__dict__.update(
-        index=index, observations=tree(obs_layout(m), [a.copy() for a in p.obs]),
-        actions=tree(act_layout(m), [a.copy() for a in p.act]),
-        rewards=p.rewards.copy(), terminations=p.terminations.copy(),
-        truncations=p.truncations.copy(), infos=[{} for _ in range(p.info_rows)],
-        seed=p.seed, options=None, env_id=m.env_id, end=p.end, sub_env=p.sub_env,
-        writer=m.prefix, no_reset=p.no_reset, multiagent=m.multiagent)
+        index=index, observations=tree(obs_layout(m), obs), actions=tree(act_layout(m), act),
+        rewards=rewards, terminations=terminations, truncations=truncations, infos=infos,
+        seed=seed, options=options, env_id=m.env_id, end=end, sub_env=sub_env,
+        writer=m.prefix, no_reset=no_reset, multiagent=m.multiagent)
     return episode
 
 
-def single_episode(m: Manifest, p: PartData, index: int) -> Episode:
-    """The Episode of one entry (an episode of one part)."""
-    return make_episode(m, index, p, p, p.obs, p.act, *p.columns(), p.infos)
+def plan_episode(dec: Decoder, m: Manifest, items: list[PartItem], index: int) -> Episode | None:
+    """An episode read through its batches' plans (:mod:`gym_recorder.read.plan`): each stacked
+    array allocated once and its parts' rows copied in (from a .bin held in memory) or read
+    straight into them; only those rows' bytes are read. None when it must be read entry by
+    entry: a part without a plan (or not ``ok`` in it), a verifying reader's episode of several
+    parts or whose checksums differ (the entry path names the array), or a leaf whose parts'
+    dtypes no one dtype holds exactly."""
+    if len(items) == 1:  # (most episodes: without the loops over parts)
+        binfo, entry, part_no, batch = items[0]
+        plan = batch.plan
+        if plan is None or not plan.usable(entry["index"] - binfo["first"]):
+            return None
+        rows = entry["steps"] + (part_no == 0)
+        meta = plain_meta(entry, rows)
+        if meta is not None:
+            if batch.file_size is None:
+                dec.batch_size(batch, binfo)
+            pos = entry["index"] - binfo["first"]
+            arrays = plan.arrays(pos, dec.storage, batch.data)
+            if dec.verify and not plan.verified(pos, arrays):
+                return None  # (the entry path names the array whose checksum differs)
+            n_obs = plan.n_obs
+            return episode_of(m, index, arrays[:n_obs], arrays[n_obs:-3], arrays[-3],
+                              arrays[-2], arrays[-1], [{} for _ in range(rows)], meta,
+                              entry_end(entry, ""))
+    if dec.verify:
+        return None  # (several parts: checksums checked entry by entry)
+    placed = []
+    for binfo, entry, _, batch in items:
+        plan = batch.plan
+        pos = entry["index"] - binfo["first"]
+        if plan is None or not plan.usable(pos):
+            return None
+        placed.append((plan, pos, batch))
+    for (binfo, _, _, batch) in items:
+        if batch.file_size is None:
+            dec.batch_size(batch, binfo)  # (every .bin's size checked before anything is read)
+    if len(placed) == 1:
+        plan, pos, batch = placed[0]
+        arrays = plan.arrays(pos, dec.storage, batch.data)
+    else:
+        plans = [plan for plan, _, _ in placed]
+        where = f"{items[0][0]['fn']} entry {items[0][1].get('index')}"
+        dtypes = []
+        for c in range(len(plans[0].dtypes)):
+            column = [plan.dtypes[c] for plan in plans]
+            dtype = column[0] if len(set(column)) == 1 else join_dtype(column, where)
+            if rounding_dtypes(column, dtype):
+                return None
+            dtypes.append(dtype)
+        arrays = _gathered(dec, placed, dtypes, where)
+    infos: list[dict[str, Any]] = []
+    first: Meta | None = None
+    end = None
+    for (binfo, entry, part_no, batch), (plan, pos, _) in zip(items, placed):
+        rows = entry["steps"] + (part_no == 0)
+        meta = plain_meta(entry, rows)
+        if meta is None:
+            p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no),
+                              dec.batch_size(batch, binfo), skip_stacked=True)
+            meta, end_here, part_infos = (p.seed, p.options, p.sub_env, p.no_reset), p.end, p.infos
+        else:
+            end_here = entry_end(entry, "")  # (checked by _plain)
+            part_infos = [{} for _ in range(rows)]
+        infos.extend(part_infos)
+        first = first or meta
+        end = end_here
+    assert first is not None
+    n_obs = placed[0][0].n_obs
+    return episode_of(m, index, arrays[:n_obs], arrays[n_obs:-3], arrays[-3], arrays[-2],
+                      arrays[-1], infos, first, end)
+
+
+def plain_meta(entry: dict[str, Any], rows: int) -> Meta | None:
+    """An entry's metadata when it holds no infos, no options and well-formed keys (else None:
+    the entry's own reading checks and decodes them)."""
+    infos, seed, sub_env, end = (entry.get("infos"), entry.get("seed"), entry.get("sub_env"),
+                                 entry.get("end"))
+    if (type(infos) is not dict or infos.get("keys") != [] or infos.get("rows") != rows
+            or entry.get("options") is not None or (seed is not None and type(seed) is not int)
+            or (sub_env is not None and type(sub_env) is not int)
+            or (end is not None and end not in ENDS)):
+        return None
+    return seed, None, sub_env, entry.get("no_reset") is True
+
+
+def _gathered(dec: Decoder, placed: list[tuple[Any, int, Batch]], dtypes: list[np.dtype[Any]],
+              where: str) -> list[np.ndarray]:
+    """Each column of an episode of several parts: allocated once, every part's rows read
+    straight into it (part by part, so that each reading thread takes whole parts)."""
+    refs = [[plan.ref(c, pos) for c in range(len(dtypes))] for plan, pos, _ in placed]
+    out = [allocate(where, [part[c] for part in refs], dtype) for c, dtype in enumerate(dtypes)]
+    jobs: list[ReadJob] = []
+    rows = [0] * len(dtypes)
+    for part in refs:
+        for c, ref in enumerate(part):
+            jobs.append((ref.file, ref, where, out[c], rows[c]))
+            rows[c] += ref.shape[0]
+    read_rows(dec, jobs, sum(a.nbytes for a in out))
+    return out
 
 
 # One part of an episode as the reader finds it: (batch info, entry, part number, batch).
@@ -163,16 +257,26 @@ def _stitched_mixed(dec: Decoder, m: Manifest, parts: list[Part], index: int) ->
                         [row for p in loaded for row in p.infos])
 
 
-# The reader's lookups (writer, number): an episode's parts (never empty), and its
-# column-decoded only part if the reader has one.
+# The reader's lookup (writer, number): an episode's parts (never empty).
 PartsLookup = Callable[[Manifest, int], list[PartItem]]
-FastLookup = Callable[[Manifest, int], FastPart | None]
+
 def summarize(dec: Decoder, m: Manifest, number: int, index: int,
               parts: list[PartItem]) -> EpisodeSummary:
     """The summary of writer m's episode ``number`` (reader index ``index``) from its parts
     (at least one), reading only their rewards."""
     length, total, end, seed, sub_env = 0, 0.0, None, None, None
     for binfo, entry, part_no, batch in parts:
+        plan = None if dec.verify else batch.plan
+        pos = entry["index"] - binfo["first"]
+        if plan is not None and plan.usable(pos):  # (its rewards checked with the batch)
+            dec.batch_size(batch, binfo)
+            rewards = plan.array(len(plan.dtypes) - 3, pos, dec.storage, batch.data)
+            length += len(rewards)
+            total += float(rewards.sum())
+            if part_no == 0:
+                seed, sub_env = entry.get("seed"), entry.get("sub_env")
+            end = None if continues(entry) else entry.get("end")
+            continue
         where = f"{binfo['fn']} entry {entry.get('index')}"
         steps = entry.get("steps")
         if type(steps) is not int or steps < 0:
@@ -196,18 +300,6 @@ def summarize(dec: Decoder, m: Manifest, number: int, index: int,
     return EpisodeSummary(index, length, total,
                           end, seed if type(seed) is int else None,
                           sub_env if type(sub_env) is int else None, m.prefix, m.env_id)
-
-
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The process's READ_THREADS reader threads (started once; a forked child starts its own)."""
-    global _POOL
-    pid = os.getpid()
-    if _POOL is None or _POOL[0] != pid:
-        _POOL = (pid, ThreadPoolExecutor(READ_THREADS, thread_name_prefix="gym_recorder-read"))
-    return _POOL[1]
 
 
 def allocate(where: str, column: Sequence[ArrayRef | np.ndarray],
@@ -257,34 +349,3 @@ def checked_refs(dec: Decoder, part: Part, file_size: int,
                             for slot, ref, (_, w) in zip(part.slots, refs, part.refs)
                             if ref is not None))
     return refs
-
-
-# One read into an allocated array: (.bin name, checked reference, where, array, first row).
-ReadJob = tuple[str, ArrayRef, str, np.ndarray, int]
-
-
-def read_rows(dec: Decoder, jobs: list[ReadJob], nbytes: int) -> None:
-    """Runs reads into their rows: in this thread, or split over READ_THREADS threads when
-    they fill at least PARALLEL_READ_BYTES. Returns when every read has ended; raises the
-    first failure, in job order."""
-    if nbytes < PARALLEL_READ_BYTES or len(jobs) < 2:
-        for job in jobs:
-            dec.read_rows(*job)
-        return
-    # Contiguous shares of about equal bytes, one per thread.
-    shares: list[list[ReadJob]] = [[] for _ in range(READ_THREADS)]
-    done, per = 0, nbytes / READ_THREADS
-    for job in jobs:
-        shares[min(int(done // per), READ_THREADS - 1)].append(job)
-        done += job[1].size
-    futures = [_pool().submit(_run, dec, share) for share in shares if share]
-    for f in futures:
-        f.exception()  # waits for every share, also when one of them failed
-    for f in futures:
-        f.result()
-
-
-def _run(dec: Decoder, jobs: list[ReadJob]) -> None:
-    for job in jobs:
-        dec.read_rows(*job)
-

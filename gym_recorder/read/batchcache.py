@@ -4,8 +4,8 @@ Reading in order needs few of them: :data:`BATCH_CACHE_SIZE` is enough to iterat
 an episode whose parts span consecutive batches, and sequential readers (iteration, exports,
 ``transitions``, Ray read tasks) stay at that. Reading at random (``reader[i]`` for random
 ``i``) would parse a batch again at nearly every call on a recording of more batches than that:
-a batch of 2,300 short CartPole episodes takes about 20 ms to parse and as long again to
-decode column-wise, for an episode of 20 µs. So once a batch that was evicted is asked for
+a batch of 2,300 short CartPole episodes takes about 20 ms to parse and plan, for an episode
+of 20 µs. So once a batch that was evicted is asked for
 again, the cache grows to :data:`BATCH_CACHE_BYTES` of estimated memory before it evicts.
 """
 

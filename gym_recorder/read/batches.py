@@ -10,19 +10,27 @@ batch files before them are read (:class:`OpenEpisodes`). :func:`decode_batch` r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from .assemble import PartItem, tree
-from .columns import decode_columns
+from .assemble import PartItem, plain_meta, plan_episode, tree
 from .batchfile import Batch
 from .decode import Decoder, gc_paused
 from .entries import act_layout, obs_layout
-from .episode import BatchInfo, EpisodePart
+from .episode import BatchInfo, Episode, EpisodePart
 from ..errors import FormatError
 from ..format import continues
 from .legacy import legacy_episode
 from .manifest import Manifest
 
-__all__ = ["OpenEpisodes", "list_batches", "decode_batch", "episode_parts", "episode_items"]
+__all__ = ["OpenEpisodes", "list_batches", "decode_batch", "episode_parts", "episode_items",
+           "iterate", "hold_bin"]
+
+# While iterating (or fetching a second episode of a batch), a batch whose entries are small (at most this many bytes of arrays each on
+# average) has its whole .bin read once, so that iterating small episodes costs one read per
+# batch instead of one per array; episodes copy their bytes out.
+SMALL_ENTRY_BYTES = 64 << 10
+# ...if the .bin is at most this large (the default batch target is 5 MB).
+WHOLE_BIN_MAX_BYTES = 8 << 20
 
 # writer episode id -> (the writer's episode number, the part number expected next, the index
 # in the episode of that part's first step)
@@ -74,6 +82,55 @@ def episode_items(m: Manifest, number: int,
     if not items:
         raise FormatError(f"{m.name}: episode {number} not found in its batches")
     return items
+
+
+def iterate(manifests: list[Manifest], starts: list[int], count: int, dec: Decoder,
+            batch_of: Callable[[Manifest, int], Batch], fetch: Callable[[int], Episode],
+            stale: Callable[[], bool]) -> Iterator[Episode]:
+    """Every episode of a reader in order, as ``fetch`` (its indexing) gives them.
+
+    An episode of one part is made here through its batch's plan, from the batch's .bin read
+    once when its entries are small; any other is fetched. When ``stale()`` (the reader was
+    refreshed or closed), the rest is fetched, up to the count the iteration started with.
+    """
+    for k, m in enumerate(manifests):
+        index = starts[k]
+        batch: Batch | None = None
+        binfo: dict[str, Any] = {}
+        lo = hi = 0  # the writer's numbers of the episodes the batch starts
+        for number in m.shown_numbers():
+            number = int(number)
+            if stale():
+                for i in range(index, count):
+                    yield fetch(i)
+                return
+            episode = None
+            if not m.legacy:
+                if batch is None or not lo <= number < hi:
+                    b = m.first_batch(number)
+                    batch, binfo = batch_of(m, b), m.batches[b]
+                    lo = m.starts[b]
+                    hi = lo + len(batch.starts)
+                    if batch.plan is not None:
+                        batch.plan.check_all()  # (read whole: every entry at once)
+                        hold_bin(dec, batch, binfo)
+                if lo <= number < hi:
+                    entry = batch.entries[batch.starts[number - lo]]
+                    if not continues(entry):
+                        episode = plan_episode(dec, m, [(binfo, entry, 0, batch)], index)
+            yield fetch(index) if episode is None else episode
+            index += 1
+
+
+def hold_bin(dec: Decoder, batch: Batch, binfo: dict[str, Any]) -> None:
+    """Reads a batch's whole .bin into memory (``batch.data``, dropped when the batch leaves the
+    reader's cache) if its entries are small: episodes are then copied out of it, one read a
+    batch instead of one per array. Only where the bytes come from changes: the plan is the
+    same."""
+    if batch.data is None and batch.plan is not None:
+        size = dec.batch_size(batch, binfo)
+        if size <= WHOLE_BIN_MAX_BYTES and size <= len(batch.entries) * SMALL_ENTRY_BYTES:
+            batch.data = dec.read_exact(binfo["bin"], 0, size)
 
 
 def check_starts(m: Manifest, b: int, batch: Batch) -> None:
@@ -216,8 +273,9 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
     size = dec.batch_size(batch, binfo)
     data = dec.read_exact(binfo["bin"], 0, size)
     last = b + 1 >= len(m.batches) or m.gap_before(b + 1)
-    # Every entry's columns at once (views of ``data``); entries missing are decoded one by one.
-    fast = decode_columns(m, binfo["bin"], batch.entries, size, data, dec.verify)
+    plan = batch.plan
+    if plan is not None:
+        plan.check_all()
     parts = []
     rank = 0
     for pos, entry in enumerate(batch.entries):
@@ -232,12 +290,20 @@ def _decode_batch(dec: Decoder, m: Manifest, b: int, base: int, batch: Batch,
         shown = m.position(number)
         if shown < 0:
             continue  # deleted by an edit
-        f = fast.get(pos)
-        if f is not None:
+        rows = int(entry["steps"]) + (part_no == 0)
+        arrays = None
+        if plan is not None and plan.usable(pos) and plain_meta(entry, rows) is not None:
+            arrays = [plan.view(c, pos, data) for c in range(len(plan.dtypes))]
+            if dec.verify and not plan.verified(pos, arrays):
+                arrays = None  # (the entry path names the array whose checksum differs)
+        if arrays is not None:
+            assert plan is not None
+            n_obs = plan.n_obs
             parts.append(EpisodePart(base + shown, part_no, first_step,
-                                     tree(obs_layout(m), f.obs), tree(act_layout(m), f.act),
-                                     f.rewards, f.terminations, f.truncations,
-                                     [{} for _ in range(f.info_rows)],
+                                     tree(obs_layout(m), arrays[:n_obs]),
+                                     tree(act_layout(m), arrays[n_obs:-3]), arrays[-3],
+                                     arrays[-2], arrays[-1],
+                                     [{} for _ in range(rows)],
                                      not continues(entry) or last))
             continue
         p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=data,

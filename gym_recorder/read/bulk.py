@@ -16,7 +16,6 @@ from .assemble import PartItem, summarize
 from .wholecolumn import COLUMN_KINDS, read_column
 from .batches import OpenEpisodes, decode_batch, list_batches
 from .batchfile import Batch
-from .columns import FastPart
 from .decode import Decoder
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from .manifest import Manifest
@@ -70,9 +69,6 @@ class BulkReading:
     def _parts(self, m: Manifest, number: int) -> list[PartItem]:
         raise NotImplementedError
 
-    def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
-        raise NotImplementedError
-
     @naming_urls_method
     def _stacked(self, indices: Sequence[int],
                  fields: Sequence[str] = STACKED_FIELDS) -> Stacked | None:
@@ -120,10 +116,8 @@ class BulkReading:
         if stacked is not None:
             return getattr(stacked, name)
         located = [self._locate(i) for i in indices]
-        dec = self._decoder
-        return read_column(dec, self.directory, name, located,
-                           lambda m, number: None if m.legacy else self._fast_part(dec, m, number),
-                           self._parts, self.__getitem__)
+        return read_column(self._decoder, self.directory, name, located, self._parts,
+                           self.__getitem__)
 
     @naming_urls_method
     def episode_rows(self, index: int) -> EpisodeRows | None:

@@ -22,9 +22,7 @@ from ..errors import ChecksumError, FormatError
 from ..format import ArrayRef, parse_ref
 from ..format import codecs as _codecs
 from ..format import fileio as _fileio
-from .columns import FastPart, decode_columns
 from .entries import EntryReading
-from .manifest import Manifest
 from .storage import Storage
 
 if TYPE_CHECKING:  # (a parsed batch: only its attributes are used here)
@@ -37,12 +35,6 @@ __all__ = ["Decoder", "gc_paused"]
 SPAN_SLACK_BYTES = 1 << 20
 # Arrays stay views of the span read for them unless it is more than this many times their bytes.
 SPAN_KEEP_FACTOR = 2
-# A cached batch whose entries are small (at most this many bytes of arrays each on average) has
-# its whole .bin read into memory once a second episode is read from it, so that iterating small
-# episodes costs one read per batch instead of one per array; episodes copy their bytes out.
-SMALL_ENTRY_BYTES = 64 << 10
-# ...if the .bin is at most this large (the default batch target is 5 MB).
-WHOLE_BIN_MAX_BYTES = 8 << 20
 # The largest Unicode code point; numpy's <U arrays fail hard (SystemError) on anything above.
 MAX_CODE_POINT = 0x10FFFF
 
@@ -159,30 +151,6 @@ class Decoder(EntryReading):
         if size:
             self._storage.readinto(name, offset, buf.data)
         return buf
-
-    def batch_data(self, batch: Batch, binfo: dict[str, Any]) -> np.ndarray | None:
-        """The batch's whole .bin once it is worth reading whole (see SMALL_ENTRY_BYTES)."""
-        batch.reads += 1
-        size = self.batch_size(batch, binfo)
-        if (batch.data is None and batch.reads >= 2 and size <= WHOLE_BIN_MAX_BYTES
-                and size <= len(batch.entries) * SMALL_ENTRY_BYTES):
-            batch.data = self.read_exact(binfo["bin"], 0, size)
-        return batch.data
-
-    def fast_part(self, m: Manifest, batch: Batch, binfo: dict[str, Any],
-                  entry: dict[str, Any]) -> FastPart | None:
-        """The entry decoded with all its batch's columns at once (decoded on first use, kept
-        with the batch), or None while the batch's bytes are not in memory or for an entry
-        the column path leaves out."""
-        data = self.batch_data(batch, binfo)
-        if data is None:
-            return None
-        if batch.parts is None:
-            with gc_paused():
-                batch.parts = decode_columns(m, binfo["bin"], batch.entries,
-                                             self.batch_size(batch, binfo), data, self._verify)
-        part: FastPart | None = batch.parts.get(entry["index"] - binfo["first"])
-        return part
 
     def batch_size(self, batch: Batch, binfo: dict[str, Any]) -> int:
         """The cached batch's .bin size, checked against the manifest on first use."""

@@ -2,14 +2,16 @@
 
 A recording is untrusted input. Every manifest, batch and array reference is checked before use
 (see :mod:`gym_recorder.format`); problems raise :class:`FormatError` naming the file. Arrays are
-read into memory the arrays own (one read per episode part, or straight into the rows of an
-episode's arrays when it spans several batches), so they stay valid after the
-reader is closed. Nothing is ever unpickled.
+read into memory the arrays own (only an episode's rows, straight into its arrays, through its
+batches' plans; while iterating, copied out of each batch's .bin read once), so they stay valid
+after the reader is closed. Nothing is ever unpickled.
 
 The steps of reading live in modules of their own: :mod:`~gym_recorder.read.storage` (where the bytes
 come from), :mod:`~gym_recorder.read.manifest` (the writers and their batches),
-:mod:`~gym_recorder.read.decode` (a batch's JSON and arrays), :mod:`~gym_recorder.read.assemble` (parts
-into an episode), :mod:`~gym_recorder.read.legacy` (gym-recording files) and
+:mod:`~gym_recorder.read.batchfile` (a batch's JSON) and :mod:`~gym_recorder.read.plan` (where its
+arrays lie), :mod:`~gym_recorder.read.decode` (a batch without a plan, entry by entry),
+:mod:`~gym_recorder.read.assemble` (parts into an episode), :mod:`~gym_recorder.read.legacy`
+(gym-recording files) and
 :mod:`~gym_recorder.read.batches` (a recording batch by batch). This module holds the reader itself:
 its lifetime, refresh, indexing and iteration; :mod:`~gym_recorder.read.bulk` its columns, rows,
 batch-by-batch reading and summaries.
@@ -25,16 +27,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .assemble import PartItem, fast_episode, single_episode, stitched_episode
+from .assemble import PartItem, make_episode, plan_episode, stitched_episode
 from .batchcache import BATCH_CACHE_BYTES, BatchCache, estimated_bytes
-from .batches import OpenEpisodes, episode_items
+from .batches import OpenEpisodes, episode_items, hold_bin, iterate
 from .bulk import BulkReading, naming_urls_method as _naming_urls
-from .columns import FastPart
 from .batchfile import Batch, parse_batch
 from .decode import Decoder
 from .episode import BatchInfo, Episode, EpisodePart, EpisodeSummary
 from ..errors import FormatError, RecordingClosedError
-from ..format import ENDS, continues
+from ..format import ENDS
 from .legacy import legacy_episode
 from ..format.edits import EditState
 from .manifest import Manifest, load_edits, load_manifests
@@ -201,17 +202,20 @@ class RecordingReader(BulkReading):
             return legacy_episode(self._decoder, m, self._batch(m, b), b, number - m.starts[b],
                                   index)
         items = self._parts(m, number)
+        batch = items[0][3]
+        batch.fetches += 1
+        if batch.fetches == 2:  # (read at random: a batch's small entries copied from memory)
+            hold_bin(self._decoder, batch, items[0][0])
+        episode = plan_episode(self._decoder, m, items, index)
+        if episode is not None:
+            return episode
         if len(items) > 1:
             return stitched_episode(self._decoder, m, items, index)
-        # One part, in the batch loaded last (still cached): one read for all its arrays.
         binfo, entry, part_no, batch = items[0]
         dec = self._decoder
-        size = dec.batch_size(batch, binfo)
-        fast = dec.fast_part(m, batch, binfo, entry)  # its batch's columns decoded at once
-        if fast is not None:
-            return fast_episode(m, fast, index)
-        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no), size, data=batch.data)
-        return single_episode(m, p, index)
+        p = dec.load_part(m, dec.plan_part(m, binfo, entry, part_no),
+                          dec.batch_size(batch, binfo), data=batch.data)
+        return make_episode(m, index, p, p, p.obs, p.act, *p.columns(), p.infos)
 
     def __iter__(self) -> Iterator[Episode]:
         """Every episode in order, as indexing gives them.
@@ -233,59 +237,12 @@ class RecordingReader(BulkReading):
             yield episode
 
     def _episodes(self) -> Iterator[Episode]:
-        """Every episode in order, as indexing gives them.
-
-        An episode of one part in a batch whose columns are decoded at once is made here
-        straight from the batch, without locating it anew; any other (several parts, a
-        gym-recording writer, an entry the column path leaves out) is read by indexing.
-        """
+        """Every episode in order, as indexing gives them (see :func:`iterate`)."""
         self._check_open()
-        count, manifests, starts = self._count, self._manifests, self._starts
-        dec = self._decoder
-        index = 0
-        for k, m in enumerate(manifests):
-            index = starts[k]
-            # The batch of the episodes being read, and the writer's numbers of the episodes
-            # it starts (lo to hi): its decoded parts are taken as _fast_part would find them.
-            batch: Batch | None = None
-            lo = hi = 0
-            for number in m.shown_numbers():
-                number = int(number)
-                if self._manifests is not manifests or self._closed:
-                    # Refreshed (or closed) while iterating: index as before, up to the count
-                    # the iteration started with.
-                    for i in range(index, count):
-                        yield self[i]
-                    return
-                fast = None
-                if not m.legacy:
-                    if batch is None or not lo <= number < hi:
-                        b = m.first_batch(number)
-                        batch = self._batch(m, b)
-                        lo = m.starts[b]
-                        hi = lo + len(batch.starts)
-                    parts = batch.parts
-                    if parts is not None and lo <= number < hi:
-                        pos = batch.starts[number - lo]
-                        fast = None if continues(batch.entries[pos]) else parts.get(pos)
-                    else:
-                        fast = self._fast_part(dec, m, number)
-                        batch = None  # found again from the cache (it may have been evicted)
-                yield self[index] if fast is None else fast_episode(m, fast, index)
-                index += 1
-
-    def _fast_part(self, dec: Decoder, m: Manifest, number: int) -> FastPart | None:
-        """The column-decoded part of writer m's episode ``number`` if it is the episode's
-        only part (the steps of :meth:`__getitem__` for such an episode), else None."""
-        b = m.first_batch(number)
-        batch = self._batch(m, b)
-        k = number - m.starts[b]
-        if not 0 <= k < len(batch.starts):
-            return None
-        entry = batch.entries[batch.starts[k]]
-        if continues(entry):
-            return None
-        return dec.fast_part(m, batch, m.batches[b], entry)
+        manifests = self._manifests
+        return iterate(manifests, self._starts, self._count, self._decoder, self._batch,
+                       self.__getitem__,
+                       lambda: self._manifests is not manifests or self._closed)
 
     def close(self) -> None:
         """Releases cached batches and closes their files. Episodes already returned stay valid."""

@@ -1,7 +1,8 @@
 """Rows of an episode read alone: :class:`EpisodeRows`, behind :meth:`RecordingReader.episode_rows`.
 
-An episode's parts are planned and their references checked once, as reading the episode checks
-them (:func:`gym_recorder.read.assemble.checked_parts`); then any rows of any field are read from the
+An episode's parts are found in their batches' plans (:mod:`gym_recorder.read.plan`; entry by
+entry, :func:`gym_recorder.read.assemble.checked_parts`, for a batch without one), their
+references checked as reading the episode checks them; then any rows of any field are read from the
 parts that hold them, only their bytes (a shuffled training item of a long episode of images
 reads its own rows, not the episode's 20 MB).
 """
@@ -117,20 +118,36 @@ class EpisodeRows:
         return out
 
 
+_STEP_KINDS = ("rewards", "terminations", "truncations")
+
+
 def episode_rows(dec: Decoder, m: Manifest, items: list[PartItem]) -> EpisodeRows | None:
     """The :class:`EpisodeRows` of writer m's episode of parts ``items``, with every part's
     references checked as reading the episode checks them; None if a leaf is stored as values
     in some part, or in other dtypes in different parts (the episode joins those: read it)."""
-    parts, parsed = checked_parts(dec, m, items)
     columns: dict[tuple[str, int], list[tuple[str, ArrayRef, str]]] = {}
-    for part, refs in zip(parts, parsed):
-        for slot, ref, (_, where) in zip(part.slots, refs, part.refs):
-            if ref is not None:
-                columns.setdefault(slot[:2], []).append((part.binfo["bin"], ref, where))
+    planned = [(batch.plan, entry["index"] - binfo["first"]) for binfo, entry, _, batch in items]
+    if all(plan is not None and plan.usable(pos) for plan, pos in planned):
+        # Through the batches' plans: every reference checked once, with its batch.
+        for (binfo, entry, _, batch), (plan, pos) in zip(items, planned):
+            assert plan is not None
+            dec.batch_size(batch, binfo)
+            where = f"{binfo['fn']} entry {entry.get('index')}"
+            n_obs, n_columns = plan.n_obs, len(plan.dtypes)
+            for c in range(n_columns):
+                key = (("obs", c) if c < n_obs else ("act", c - n_obs) if c < n_columns - 3
+                       else (_STEP_KINDS[c - n_columns + 3], 0))
+                columns.setdefault(key, []).append((binfo["bin"], plan.ref(c, pos), where))
+    else:
+        parts, parsed = checked_parts(dec, m, items)
+        for part, refs in zip(parts, parsed):
+            for slot, ref, (_, where) in zip(part.slots, refs, part.refs):
+                if ref is not None:
+                    columns.setdefault(slot[:2], []).append((part.binfo["bin"], ref, where))
     layouts = {"obs": obs_layout(m), "act": act_layout(m)}
     keys = [(kind, k) for kind in ("obs", "act") for k in range(len(layouts[kind].leaves))]
     for key in keys + [("rewards", 0), ("terminations", 0), ("truncations", 0)]:
         column = columns.get(key, [])
-        if len(column) != len(parts) or len({ref.dtype for _, ref, _ in column}) != 1:
+        if len(column) != len(items) or len({ref.dtype for _, ref, _ in column}) != 1:
             return None
     return EpisodeRows(dec, {"obs": layouts["obs"], "act": layouts["act"]}, columns)

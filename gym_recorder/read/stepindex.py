@@ -24,22 +24,20 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import prod
 from typing import Any
 
 import numpy as np
 
 from .assemble import tree
-from .batchindex import IndexTable, exclusive_cumsum, read_index
+from .batchindex import exclusive_cumsum, read_index
 from .decode import Decoder
-from ..format import ALIGNMENT
+from .gather import gather_rows, groups
+from .plan import BatchPlan, index_plan
 from .manifest import Manifest
 from ..format.spaces import ArrayLeaf
 
 __all__ = ["FIELDS", "Stacked", "read_stacked"]
 
-# Dtype kinds a leaf's column may have on this path (strings need their code points checked).
-_NUMBER_KINDS = frozenset("biufc")
 
 
 @dataclass(frozen=True)
@@ -70,23 +68,17 @@ class Stacked:
 
 
 class _Batch:
-    """One batch whose index checked out (:mod:`~gym_recorder.read.batchindex`), numbered
-    among the batches read: its table and each entry's offset in every column."""
+    """One batch whose index checked out, planned (:func:`~gym_recorder.read.plan.index_plan`),
+    numbered among the batches read."""
 
-    __slots__ = ("m", "number", "binfo", "columns", "shapes", "episode", "part", "steps",
-                 "flags", "starts", "base", "offsets")
+    __slots__ = ("m", "number", "plan", "starts", "base")
 
-    def __init__(self, m: Manifest, number: int, index: IndexTable, base: int) -> None:
+    def __init__(self, m: Manifest, number: int, plan: BatchPlan, base: int) -> None:
         self.m = m
         self.number = number
-        self.binfo = m.batches[number]
-        self.columns = index.columns
-        self.shapes = index.shapes
-        self.episode, self.part, self.steps, self.flags = (index.episode, index.part,
-                                                            index.steps, index.flags)
-        self.starts = np.flatnonzero(self.part == 0)  # the entries that start episodes
+        self.plan = plan
+        self.starts = np.flatnonzero(plan.part == 0)  # the entries that start episodes
         self.base = base  # the number of its first entry among all batches read
-        self.offsets = index.offsets
 
 
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -118,7 +110,7 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     writer_of = np.searchsorted(np.asarray(starts, dtype=np.int64), sel, side="right") - 1
     plan = _Plan(decoder)
     first = np.empty(len(sel), dtype=np.int64)  # each selected episode's part 0, as an entry
-    for k, mine in _groups(writer_of):
+    for k, mine in groups(writer_of):
         m = manifests[k]
         if m.legacy or m.obs_layout is None or m.act_layout is None or not all(
                 isinstance(leaf, ArrayLeaf) for leaf in m.obs_layout.leaves + m.act_layout.leaves):
@@ -131,7 +123,7 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
                                              dtype=np.int64))
         batch_of = starting[np.searchsorted(np.asarray(m.starts, dtype=np.int64)[starting],
                                             numbers, side="right") - 1]
-        for b, here in _groups(batch_of):
+        for b, here in groups(batch_of):
             batch = plan.batch(m, b)
             if batch is None:
                 return None
@@ -140,26 +132,22 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     if chosen is None:
         return None
     batches = plan.batches
-    n_columns = len(batches[0].columns)
+    plans = [b.plan for b in batches]
+    n_columns = len(plans[0].dtypes)
     m0 = batches[0].m
-    shapes = batches[0].shapes
-    if any(len(b.columns) != n_columns or b.shapes != shapes for b in batches):
+    shapes = plans[0].tails
+    if any(len(p.dtypes) != n_columns or p.tails != shapes for p in plans):
         return None  # writers of other spaces (the caller refuses the selection)
     # Every column must have one dtype in every batch (a widened leaf is joined by the JSON
-    # path, exactly), a plain number dtype, little-endian or without byte order.
-    for c in range(n_columns):
-        dts = {b.columns[c].dtype for b in batches}
-        if len(dts) != 1:
-            return None
-        (dt,) = dts
-        if dt.kind not in _NUMBER_KINDS or dt.byteorder == ">" or ALIGNMENT % dt.alignment:
-            return None
-    part = np.concatenate([b.part for b in batches])[chosen]
-    steps = np.concatenate([b.steps for b in batches])[chosen]
+    # path, exactly).
+    if any(len({p.dtypes[c] for p in plans}) != 1 for c in range(n_columns)):
+        return None
+    part = np.concatenate([p.part for p in plans])[chosen]
+    steps = np.concatenate([p.steps for p in plans])[chosen]
     lengths = np.add.reduceat(steps, exclusive_cumsum(counts))
     obs_rows = steps + (part == 0)
     batch_of_entry = np.repeat(np.arange(len(batches), dtype=np.int64),
-                               [len(b.part) for b in batches])[chosen]
+                               [len(p) for p in plans])[chosen]
     lay_o, lay_a = m0.obs_layout, m0.act_layout
     assert lay_o is not None and lay_a is not None  # (only writers of this format get here)
     n_obs, n_act = len(lay_o.leaves), len(lay_a.leaves)
@@ -170,9 +158,9 @@ def read_stacked(decoder: Decoder, manifests: Sequence[Manifest], starts: Sequen
     for name in fields:
         for c in wanted[name]:
             rows = obs_rows if c < n_obs else steps
-            offsets = np.concatenate([b.offsets[c] for b in batches])[chosen]
-            out[c] = _gather(decoder, batches, batch_of_entry, offsets, rows,
-                             batches[0].columns[c].dtype, shapes[c])
+            offsets = np.concatenate([p.offsets[c] for p in plans])[chosen]
+            out[c] = gather_rows(decoder, [p.bin_name for p in plans], batch_of_entry,
+                                 offsets, rows, plans[0].dtypes[c], shapes[c])
     return Stacked(tree(lay_o, out[:n_obs]) if "observations" in fields else None,
                    tree(lay_a, out[n_obs:-3]) if "actions" in fields else None,
                    out[-3], out[-2], out[-1], lengths.astype(np.int64, copy=False))
@@ -197,14 +185,14 @@ class _Plan:
             if batch is not None:
                 self.batches.append(batch)
                 self._bases.append(batch.base)
-                self._entries += len(batch.part)
+                self._entries += len(batch.plan)
         return self._by_key[key]
 
     def chains(self, first: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         """Every selected episode's entries in part order (the parts after the first found in
         the batches that follow, as the JSON path finds them), and how many each has; None
         where only the JSON path can say (a gap, a part missing or given twice)."""
-        flags = np.concatenate([b.flags for b in self.batches])
+        flags = np.concatenate([b.plan.flags for b in self.batches])
         counts = np.ones(len(first), dtype=np.int64)
         going = np.flatnonzero(flags[first] & 1)
         extra: dict[int, list[int]] = {}
@@ -232,15 +220,15 @@ class _Plan:
             batch = self.batches[bisect.bisect_right(self._bases, entry) - 1]
             pos = entry - batch.base
             m, b = batch.m, batch.number
-            if not batch.flags[pos] & 1 or b + 1 == len(m.batches):
+            if not batch.plan.flags[pos] & 1 or b + 1 == len(m.batches):
                 return chain  # it ends here (in the writer's last batch: for now)
             if m.gap_before(b + 1):
                 return None  # (the JSON path ends it there)
             nxt = self.batch(m, b + 1)
             if nxt is None:
                 return None
-            found = np.flatnonzero((nxt.episode == batch.episode[pos])
-                                   & (nxt.part == batch.part[pos] + 1))
+            found = np.flatnonzero((nxt.plan.episode == batch.plan.episode[pos])
+                                   & (nxt.plan.part == batch.plan.part[pos] + 1))
             if len(found) != 1:
                 return None
             entry = nxt.base + int(found[0])
@@ -250,86 +238,8 @@ class _Plan:
 def _read_index(decoder: Decoder, m: Manifest, b: int, base: int) -> _Batch | None:
     """Reads and checks batch b's index (None when it has none)."""
     index = read_index(decoder.storage, m, b)
-    return None if index is None else _Batch(m, b, index, base)
-
-
-def _gather(decoder: Decoder, batches: list[_Batch], bat: np.ndarray, src_off: np.ndarray,
-            rows: np.ndarray, dtype: np.dtype, tail: tuple[int, ...]) -> np.ndarray:
-    """A column of the chosen entries (their batches ``bat``, arrays at ``src_off``, of
-    ``rows`` rows), their rows one after another.
-
-    A batch whose chosen arrays follow one another in the .bin as in the output (all its
-    episodes, in order) is read straight into the output; otherwise the span of the column
-    they lie in is read once and their rows gathered from it.
-    """
-    total = int(rows.sum())
-    out = np.empty((total, *tail), dtype=dtype)
-    row_bytes = dtype.itemsize * prod(tail)
-    if not total or not row_bytes:
-        return out
-    out_rows = out.reshape(total, -1).view(np.uint8).reshape(total, row_bytes)
-    unit = np.dtype((np.void, row_bytes))
-    out_void = out_rows.view(unit).reshape(total)
-    dst_start = exclusive_cumsum(rows)
-    storage = decoder.storage
-    for b, here in _groups(bat):
-        r = rows[here]
-        keep = r > 0
-        here, r = here[keep], r[keep]
-        if not len(here):
-            continue
-        name = batches[b].binfo["bin"]
-        offs = src_off[here]
-        dst = dst_start[here]
-        nbytes = r * row_bytes
-        if (offs[1:] == offs[:-1] + nbytes[:-1]).all() and (dst[1:] == dst[:-1] + r[:-1]).all():
-            d, n = int(dst[0]), int(r.sum())
-            storage.readinto(name, int(offs[0]), out_rows[d:d + n].reshape(-1).data)
-            continue
-        lo = int(offs.min())
-        span = decoder.read_exact(name, lo, int((offs + nbytes).max()) - lo)
-        rel = offs - lo
-        if (rel % row_bytes).any():
-            # (Arrays not on one grid of rows: the writer does not lay a column out so.)
-            for k, o, n in zip(dst.tolist(), rel.tolist(), r.tolist()):
-                out_rows[k:k + n] = span[o:o + n * row_bytes].reshape(n, row_bytes)
-            continue
-        src = span[:len(span) // row_bytes * row_bytes].view(unit)
-        first_rows = rel // row_bytes
-        if (first_rows[1:] > first_rows[:-1]).all() and (dst[1:] == dst[:-1] + r[:-1]).all():
-            # In order in both, padding between: keep the rows the arrays cover (no index
-            # arrays of every row to build).
-            d, n = int(dst[0]), int(r.sum())
-            edges = np.bincount(first_rows, minlength=len(src) + 1) - np.bincount(
-                first_rows + r, minlength=len(src) + 1)
-            out_void[d:d + n] = np.compress(np.cumsum(edges[:len(src)]) > 0, src)
-            continue
-        out_void[_ranges(dst, r)] = src[_ranges(first_rows, r)]
-    return out
-
-
-def _groups(keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """``(key, positions of key)`` for each distinct key in ascending order (small non-negative
-    ints: writer and batch numbers), positions ascending: one stable sort, no hashing."""
-    if not len(keys):
-        return []
-    if (keys[1:] >= keys[:-1]).all():  # (already in order: every episode of a recording)
-        order = np.arange(len(keys), dtype=np.int64)
-        ordered = keys
-    else:
-        order = np.argsort(keys, kind="stable")
-        ordered = keys[order]
-    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(keys)]))
-    return [(int(ordered[a]), order[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(s, s + n) for s, n in zip(starts, counts)])``, vectorised."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if not total:
-        return np.zeros(0, dtype=np.int64)
-    return (np.repeat(np.asarray(starts, dtype=np.int64) - exclusive_cumsum(counts), counts)
-            + np.arange(total, dtype=np.int64))
+    if index is None:
+        return None
+    binfo = m.batches[b]
+    plan = index_plan(m, index, binfo["bin"], binfo["bin_size"])
+    return None if plan is None else _Batch(m, b, plan, base)

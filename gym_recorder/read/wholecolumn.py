@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .assemble import (FastLookup, PartsLookup, ReadJob, _joined_dtype, allocate, checked_refs,
-                       read_rows, tree)
+from .assemble import PartsLookup, _joined_dtype, allocate, checked_refs, tree
+from .gather import ReadJob, read_rows
 from .decode import Decoder
 from .entries import act_layout, obs_layout
 from .episode import Episode
@@ -33,7 +33,7 @@ COLUMN_KINDS = {"observations": "obs", "actions": "act", "rewards": "rewards",
 
 
 def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Manifest, int]],
-                fast: FastLookup, parts: PartsLookup, episode: Callable[[int], Episode]) -> Any:
+                parts: PartsLookup, episode: Callable[[int], Episode]) -> Any:
     """The ``name`` field of the located episodes (index, writer, number), joined in order.
 
     Array leaves of this format's writers are read by :func:`stacked_column`; anything else
@@ -59,7 +59,7 @@ def read_column(dec: Decoder, where: str, name: str, located: list[tuple[int, Ma
     leaves = None
     if not any(m.legacy for _, m, _ in located):
         leaves = stacked_column(dec, kind, count, ((m, number) for _, m, number in located),
-                                fast, parts)
+                                parts)
     if leaves is None:
         flatten: Callable[[Any], list[Any]] = (_one_leaf if layout is None
                                                else layout.flattener())
@@ -105,32 +105,40 @@ def _signature(legacy: bool, layout: Layout | None) -> Any:
             for path, leaf in zip(layout.leaf_paths(), layout.leaves)]
 
 
+_STEP_KINDS = ("rewards", "terminations", "truncations")
+
+
 def stacked_column(dec: Decoder, kind: str, leaves: int,
-                   episodes: Iterable[tuple[Manifest, int]], fast: FastLookup,
+                   episodes: Iterable[tuple[Manifest, int]],
                    parts: PartsLookup) -> list[np.ndarray] | None:
     """One stacked kind (``"obs"``, ``"act"``, ``"rewards"``...) of many episodes, one array a leaf.
 
     Every part of every episode (writer, number) is planned and checked first, keeping only
-    the references of ``kind`` (or, for an episode the reader has decoded column-wise with its
-    batch, the arrays of that decoding); then each leaf's array is allocated once, the
+    the references of ``kind`` (through its batch's plan when it has one, see
+    :mod:`gym_recorder.read.plan`); then each leaf's array is allocated once, the
     episodes' rows one after another, and every part's bytes are read (or copied) straight
     into their rows. None when some part does not store every leaf of ``kind`` as an array (a
     Text leaf, values outside the space): the caller then joins the episodes' own values.
     """
     wanted = frozenset((kind,))
-    columns: list[list[tuple[str, ArrayRef, str] | np.ndarray]] = [[] for _ in range(leaves)]
+    columns: list[list[tuple[str, ArrayRef, str]]] = [[] for _ in range(leaves)]
     first_where = ""
     for m, number in episodes:
-        p = fast(m, number)
-        if p is not None:
-            arrays = p.obs if kind == "obs" else p.act if kind == "act" else [getattr(p, kind)]
-            if len(arrays) != leaves or not all(isinstance(a, np.ndarray) for a in arrays):
-                return None
-            for column, a in zip(columns, arrays):
-                column.append(a)
-            first_where = first_where or f"{m.name} episode {number}"
-            continue
         for binfo, entry, part_no, batch in parts(m, number):
+            plan = None if dec.verify else batch.plan
+            pos = entry["index"] - binfo["first"]
+            if plan is not None and plan.usable(pos):
+                # (through the batch's plan: its references checked once, for every entry)
+                dec.batch_size(batch, binfo)
+                where = f"{binfo['fn']} entry {entry.get('index')}"
+                first_where = first_where or where
+                n_obs = plan.n_obs
+                cols = (range(n_obs) if kind == "obs"
+                        else range(n_obs, len(plan.dtypes) - 3) if kind == "act"
+                        else [len(plan.dtypes) - 3 + _STEP_KINDS.index(kind)])
+                for column, c in zip(columns, cols):
+                    column.append((binfo["bin"], plan.ref(c, pos), where))
+                continue
             part = dec.plan_part(m, binfo, entry, part_no)
             first_where = first_where or part.where
             found = 0
@@ -141,8 +149,7 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
                     found += 1
             if found != leaves:
                 return None
-    held: list[list[ArrayRef | np.ndarray]] = [
-        [s if isinstance(s, np.ndarray) else s[1] for s in column] for column in columns]
+    held = [[ref for _, ref, _ in column] for column in columns]
     joined = [_joined_dtype(first_where, column) for column in held]
     dtypes = [dtype for dtype in joined if dtype is not None]
     if len(dtypes) != len(joined):
@@ -152,28 +159,11 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
     for column, out in zip(columns, dests):
         row = 0
         tail = out.shape[1:]
-        run: list[np.ndarray] = []  # consecutive decoded arrays: copied in one concatenation
-        for source in column:
-            rows = source if isinstance(source, np.ndarray) else source[1]
-            if rows.shape[1:] != tail:
+        for bin_name, ref, where in column:
+            if ref.shape[1:] != tail:
                 raise FormatError(f"{first_where}: the episodes store one {kind} leaf in rows "
-                                  f"of different shapes ({rows.shape[1:]}, {tail})")
-            if isinstance(source, np.ndarray):
-                run.append(source)
-            else:
-                row = _copy_run(run, out, row)
-                jobs.append((source[0], source[1], source[2], out, row))
-            row += rows.shape[0]
-        _copy_run(run, out, row)
+                                  f"of different shapes ({ref.shape[1:]}, {tail})")
+            jobs.append((bin_name, ref, where, out, row))
+            row += ref.shape[0]
     read_rows(dec, jobs, sum(job[1].size for job in jobs))
     return dests
-
-
-def _copy_run(run: list[np.ndarray], out: np.ndarray, end: int) -> int:
-    """Copies the arrays of ``run`` into the rows of ``out`` that end at ``end`` (their rows
-    counted in it already), and empties the run; returns ``end``."""
-    if run:
-        start = end - sum(len(a) for a in run)
-        np.concatenate(run, out=out[start:end], casting="unsafe")
-        run.clear()
-    return end
