@@ -202,6 +202,24 @@ def test_compact_joins_small_batches(tmp_path: Path) -> None:
     assert compact(d, grace=0).replaced == []  # nothing left to do
 
 
+def test_a_prefix_that_ends_like_a_compaction_suffix_is_kept_whole(tmp_path: Path) -> None:
+    """A default prefix's random part can read like compaction's suffix ("...1234.c0123407",
+    about 1 prefix in 170): compaction kept only "openaigym.trace.<time>.<pid>" of it, so the
+    replacement lost the part that tells writers of one process apart. Only a compacted
+    writer's own suffix is replaced."""
+    d = tmp_path / "rec"
+    prefix = "openaigym.trace.20261206T000000.1234.c0123407"
+    record_cartpole(d, episodes=4, file_prefix=prefix)
+    edit.delete(d, [1])
+    first = compact(d, grace=0)
+    [(old, new)] = first.replaced
+    assert old == prefix and new.startswith(prefix + ".c") and new.count(".c") == 2
+    edit.delete(d, [0])
+    [(old2, new2)] = compact(d, grace=0).replaced
+    assert old2 == new and new2.startswith(prefix + ".c") and new2 != new  # (suffix replaced)
+    assert len(episodes(d)) == 2 and verify(d) == []
+
+
 def test_two_writers_merge_and_split(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     record_cartpole(a, episodes=5, seed=0)

@@ -59,9 +59,12 @@ class CompactResult:
     retired: int
 
 
-def _new_prefix(prefix: str, generation: int) -> str:
+def _new_prefix(m: Manifest, generation: int) -> str:
+    """The prefix of writer m's replacement: m's with the generation's suffix. Only a writer
+    that compaction made (``replaces``) has its own suffix replaced: a writer's own prefix is
+    kept whole even when it ends like one (a default prefix's random part can read ".c0123407")."""
     suffix = f".c{generation:06d}"
-    base = _SUFFIX_RE.sub("", prefix)
+    base = _SUFFIX_RE.sub("", m.prefix) if m.replaces is not None else m.prefix
     return base[: 128 - len(suffix)] + suffix
 
 
@@ -73,7 +76,7 @@ def _rewrite(directory: str, storage: LocalStorage, m: Manifest, generation: int
     plan = plan_batches(groups, target)
     if not deleted and len(plan) >= len(m.batches):
         return None
-    q = _new_prefix(m.prefix, generation)
+    q = _new_prefix(m, generation)
     path = os.path.join(directory, manifest_name(q))
     if os.path.lexists(path):
         _, doc = read_json_file(path, manifest_name(q))
