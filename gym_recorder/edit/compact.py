@@ -1,7 +1,8 @@
 """Compaction: rewrite writers without their deleted episodes' bytes, joining small batches.
 
 Each closed writer P that has deleted episodes, or batches that join into fewer, is rewritten
-as a new writer Q (``P.cNNNNNN``, N the generation that commits it) whose manifest says
+as a new writer Q (``P.cNNNNNN``, N the generation that commits it; a writer that compaction
+made has its own ``.cMMMMMM`` replaced) whose manifest says
 ``"replaces": P``: its batches hold P's shown episodes, renumbered from 0, their arrays'
 bytes copied (:mod:`gym_recorder.edit.rewrite`), each batch checked like ``verify`` checks one.
 Then one commit of the edit log replaces P by Q (readers switch from P to Q at once); P's files
