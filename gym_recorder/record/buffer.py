@@ -36,12 +36,13 @@ RESET_ROWS_MIN = 8
 class _Columns:
     """One set of preallocated columns, with capacity for ``steps`` steps."""
 
-    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
+    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int,
+                 alloc: Callable[[tuple[int, ...], Any], np.ndarray] = np.empty) -> None:
         self.steps = steps
         self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
         # Per leaf: a preallocated array, or a list of values (leaves stored as values).
-        self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list)
-        self.act = ColumnBuffer._alloc_leaves(act_layout, steps, list)
+        self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list, alloc)
+        self.act = ColumnBuffer._alloc_leaves(act_layout, steps, list, alloc)
 
     def reset_lists(self) -> None:
         for col in self.obs:
@@ -67,7 +68,8 @@ class StepColumns(ColumnBuffer):
                 cols = candidate
                 break
         if cols is None:
-            cols = _Columns(self._obs_layout, self._act_layout, self._capacity)
+            cols = _Columns(self._obs_layout, self._act_layout, self._capacity,
+                            self.array_alloc)
         for side, j in self._values_leaves:  # leaves that went outside their space's shape
             (cols.obs if side == "obs" else cols.act)[j] = []
         cols.reset_lists()

@@ -151,11 +151,22 @@ class ColumnBuffer:
 
     # -- columns ---------------------------------------------------------------------------
 
+    # How array columns are allocated: (shape, dtype) -> array. The session sets a buffer's
+    # own (shared memory, for WRITE_MODE "process") before it records a step.
+    array_alloc: Callable[[tuple[int, ...], Any], np.ndarray] = staticmethod(np.empty)
+
+    def use_allocator(self, alloc: Callable[[tuple[int, ...], Any], np.ndarray]) -> None:
+        """Allocates the next column sets with ``alloc`` (the pooled ones are dropped)."""
+        self.array_alloc = alloc
+        self._pool.clear()
+
     @staticmethod
-    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any]) -> list[Any]:
-        """Per leaf, a preallocated array of ``rows`` rows, or ``values()`` for a leaf that
-        does not stack."""
-        return [np.empty((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
+    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any],
+                      alloc: Callable[[tuple[int, ...], Any], np.ndarray] = np.empty
+                      ) -> list[Any]:
+        """Per leaf, a preallocated array of ``rows`` rows (from ``alloc``), or ``values()``
+        for a leaf that does not stack."""
+        return [alloc((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
                 else values() for leaf in layout.leaves]
 
     def _fits(self, obs_cols: list[Any], act_cols: list[Any]) -> bool:
