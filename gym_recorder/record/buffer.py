@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, ColumnBuffer, row_view,
-                      steps_for_target, worth_resizing)
+from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Allocator, ColumnBuffer, empty_array,
+                      row_view, steps_for_target, worth_resizing)
 from ..errors import UnsupportedValueError
 from ..format import exact_in
 from ..format.spaces import Layout
@@ -37,8 +37,9 @@ class _Columns:
     """One set of preallocated columns, with capacity for ``steps`` steps."""
 
     def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int,
-                 alloc: Callable[[tuple[int, ...], Any], np.ndarray] = np.empty) -> None:
+                 alloc: Allocator = empty_array) -> None:
         self.steps = steps
+        self.alloc = alloc
         self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
         # Per leaf: a preallocated array, or a list of values (leaves stored as values).
         self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list, alloc)
@@ -64,7 +65,8 @@ class StepColumns(ColumnBuffer):
         cols = None
         while self._pool:
             candidate = self._pool.pop()
-            if candidate.steps == self._capacity and self._fits(candidate.obs, candidate.act):
+            if candidate.steps == self._capacity and candidate.alloc is self.array_alloc \
+                    and self._fits(candidate.obs, candidate.act):
                 cols = candidate
                 break
         if cols is None:

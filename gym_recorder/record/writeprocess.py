@@ -16,19 +16,16 @@ Errors keep thread mode's policy: a batch that cannot be written stays in the ch
 by ``flush()``/``close()``, and the error is raised as :class:`WriteError` by the parent's next
 ``submit``/``flush``/``close``; a dead child is a WriteError naming it.
 
-Test hook: the environment variable ``GYM_RECORDER_WRITEPROCESS_FAIL_BIN`` = ``"N"`` (or
-``"N,K"``) makes the child's Nth .bin write (1-based, K consecutive writes from it; K=1) fail
-with ENOSPC.
+The child's side is :mod:`gym_recorder.record.writechild` (with a test hook to make its
+writes fail).
 """
 
 from __future__ import annotations
 
-import errno as errno_module
 import os
 import pickle
 import select
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -42,32 +39,9 @@ from ..errors import RecordingClosedError, write_error
 from ..format.codecs import Codec
 from ..format.spaces import Layout
 from .batch import Batch
+from .writechild import FAIL_ENV, HEAD, send
 
-__all__ = ["ProcessWriter"]
-
-_HEAD = struct.Struct("<QI")  # payload bytes, descriptors sent with it
-FAIL_ENV = "GYM_RECORDER_WRITEPROCESS_FAIL_BIN"
-
-
-def _send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
-    payload = pickle.dumps(obj, protocol=5)
-    head = _HEAD.pack(len(payload), len(fds or ()))
-    if fds:
-        socket.send_fds(sock, [head], fds)
-        sock.sendall(payload)
-    else:
-        sock.sendall(head + payload)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
+__all__ = ["ProcessWriter", "FAIL_ENV"]
 
 # -- the parent ---------------------------------------------------------------------------------
 
@@ -115,7 +89,9 @@ class ProcessWriter:
         self._new_fds: list[tuple[int, int]] = []
         self._freed: list[int] = []
         self._next_id = 0
-        _send(self._sock, ("start", directory, prefix, header, obs_layout, act_layout, fsync,
+        self.columns_shared = 0  # array columns sent as shared memory / pickled (for tests)
+        self.columns_pickled = 0
+        send(self._sock, ("start", directory, prefix, header, obs_layout, act_layout, fsync,
                            max_commit_interval, compression, on_batch_written is not None))
         reply = self._wait_for("ready")
         if reply[1] == "error":
@@ -141,7 +117,7 @@ class ProcessWriter:
         except BaseException:
             os.close(fd)
             raise
-        arr = np.ndarray(shape, dtype, buffer=m)
+        arr: np.ndarray = np.ndarray(shape, dtype, buffer=m)
         ident, self._next_id = self._next_id, self._next_id + 1
         address = arr.__array_interface__["data"][0]
         self._shm[address] = (ident, nbytes)
@@ -163,7 +139,10 @@ class ProcessWriter:
         if type(col) is np.ndarray and col.flags.c_contiguous and not col.dtype.hasobject:
             hit = self._shm.get(col.__array_interface__["data"][0])
             if hit is not None and col.nbytes <= hit[1]:
+                self.columns_shared += 1
                 return ("shm", hit[0], col.dtype.str, col.shape)
+        if isinstance(col, np.ndarray):
+            self.columns_pickled += 1
         return ("obj", col)
 
     # -- messages -----------------------------------------------------------------------------
@@ -178,7 +157,8 @@ class ProcessWriter:
             if self._on_batch_written is not None:
                 self._on_batch_written(msg[1], msg[2])
         elif kind == "error":
-            self._error = (msg[1], msg[2])
+            if self._error is None:  # (the first says why; the next say "an earlier batch")
+                self._error = (msg[1], msg[2])
         else:
             return msg
         return None
@@ -186,12 +166,12 @@ class ProcessWriter:
     def _receive(self, block: bool) -> tuple[Any, ...] | None:
         """Handles what the child sent; returns a reply that is not routine (or None)."""
         while True:
-            while len(self._inbox) >= _HEAD.size:
-                size, _ = _HEAD.unpack_from(self._inbox)
-                if len(self._inbox) < _HEAD.size + size:
+            while len(self._inbox) >= HEAD.size:
+                size, _ = HEAD.unpack_from(self._inbox)
+                if len(self._inbox) < HEAD.size + size:
                     break
-                msg = pickle.loads(bytes(self._inbox[_HEAD.size:_HEAD.size + size]))
-                del self._inbox[:_HEAD.size + size]
+                msg = pickle.loads(bytes(self._inbox[HEAD.size:HEAD.size + size]))
+                del self._inbox[:HEAD.size + size]
                 reply = self._handle(msg)
                 if reply is not None:
                     return reply
@@ -264,7 +244,7 @@ class ProcessWriter:
                    batch.steps)
             self._pending[seq] = batch
             try:
-                _send(self._sock, msg, [fd for _, fd in fds])
+                send(self._sock, msg, [fd for _, fd in fds])
             except OSError:
                 self._dead = self._death()
             finally:
@@ -288,7 +268,7 @@ class ProcessWriter:
             self._error = None  # (the request retries; its reply says what still fails)
             if self._dead is None:
                 try:
-                    _send(self._sock, (kind,))
+                    send(self._sock, (kind,))
                 except OSError:
                     self._dead = self._death()
             if self._dead is None:
@@ -341,144 +321,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-# -- the child ----------------------------------------------------------------------------------
-
-
-def _install_fault() -> None:
-    """The test hook (see the module docstring)."""
-    spec = os.environ.get(FAIL_ENV)
-    if not spec:
-        return
-    from . import writeback as io
-
-    parts = [int(p) for p in spec.split(",")]
-    start, count = parts[0], parts[1] if len(parts) > 1 else 1
-    original = io.put_file
-    calls = [0]
-
-    def put_file(path: str, buffers: list[Any], names: Any, **kw: Any) -> None:
-        if path.endswith(".bin"):
-            calls[0] += 1
-            if start <= calls[0] < start + count:
-                raise OSError(errno_module.ENOSPC, os.strerror(errno_module.ENOSPC), path)
-        original(path, buffers, names, **kw)
-
-    io.put_file = put_file  # type: ignore[assignment]
-
-
-class _Child:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.maps: dict[int, Any] = {}
-        self.writer: Any = None
-
-    def send(self, *msg: Any) -> None:
-        try:
-            _send(self.sock, msg)
-        except OSError:
-            pass  # (the parent is gone: the batches are written all the same)
-
-    def receive(self) -> tuple[tuple[Any, ...], list[int]] | None:
-        head = b""
-        fds: list[int] = []
-        while len(head) < _HEAD.size:
-            data, got, _, _ = socket.recv_fds(self.sock, _HEAD.size - len(head), 255)
-            if not data:
-                return None
-            head += data
-            fds += got
-        size, _ = _HEAD.unpack(head)
-        payload = _recv_exact(self.sock, size)
-        if payload is None:
-            return None
-        return pickle.loads(payload), fds
-
-    def column(self, desc: tuple[Any, ...]) -> Any:
-        if desc[0] == "obj":
-            return desc[1]
-        _, ident, dtype, shape = desc
-        return np.ndarray(shape, np.dtype(dtype), buffer=self.maps[ident])
-
-    def error(self, e: BaseException) -> None:
-        self.send("error", str(e), getattr(e, "errno", None))
-
-    def run(self) -> None:
-        import mmap
-
-        from . import writer as writer_module
-        from .writer import BatchWriter
-
-        writer_module.WRITE_MODE = "inline"
-        first = self.receive()
-        if first is None:
-            return
-        (_, directory, prefix, header, obs_layout, act_layout, fsync, interval, compression,
-         report), _ = first
-        try:
-            self.writer = writer = BatchWriter(
-                directory, prefix, header, obs_layout, act_layout, fsync=fsync,
-                on_batch_written=(lambda n, s: self.send("written", n, s)) if report else None,
-                max_commit_interval=interval, compression=compression)
-        except Exception as e:  # noqa: BLE001  (raised in the parent)
-            self.send("ready", "error", e)
-            return
-        self.send("ready", "ok", writer.prefix)
-        files = writer.files
-        while True:
-            if files.uncommitted:
-                wait = max(files.commit_wait(), 0.0)
-                if not select.select([self.sock], [], [], wait)[0]:
-                    try:
-                        files.commit()
-                    except OSError as e:
-                        self.error(e)
-                    continue
-            got = self.receive()
-            if got is None:
-                break
-            msg, fds = got
-            if msg[0] == "batch":
-                (_, seq, first_entry, ids, freed, segs, obs, act, rew, term, trunc, infos,
-                 steps) = msg
-                for ident, fd in zip(ids, fds):
-                    self.maps[ident] = mmap.mmap(fd, 0)
-                    os.close(fd)
-                for ident in freed:
-                    self.maps.pop(ident, None)
-                batch = Batch(segs, [self.column(c) for c in obs],
-                              [self.column(c) for c in act], rew, term, trunc, infos, steps,
-                              release=lambda seq=seq: self.send("released", seq))
-                del obs, act
-                try:
-                    writer.submit(batch)
-                except Exception as e:  # noqa: BLE001  (kept by the writer, or dropped)
-                    self.error(e)
-                del batch
-            else:
-                try:
-                    if msg[0] == "flush":
-                        writer.flush()
-                    else:
-                        writer.close()
-                except Exception as e:  # noqa: BLE001
-                    self.send(msg[0], (str(e), getattr(e, "errno", None)))
-                else:
-                    self.send(msg[0], None)
-                    if msg[0] == "close":
-                        return
-        # EOF: the parent closed or died: write what can be written, commit, leave the
-        # manifest incomplete.
-        try:
-            writer.flush()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def main(argv: list[str]) -> None:
-    sock = socket.socket(fileno=int(argv[1]))
-    _install_fault()
-    _Child(sock).run()
-
-
 if __name__ == "__main__":
+    from .writechild import main
+
     main(sys.argv)
