@@ -31,6 +31,7 @@ FAIL_ENV = "GYM_RECORDER_WRITEPROCESS_FAIL_BIN"
 
 
 def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
+    """Sends one message (``fds``: file descriptors that go with it)."""
     payload = pickle.dumps(obj, protocol=5)
     head = HEAD.pack(len(payload), len(fds or ()))
     if fds:
@@ -41,6 +42,7 @@ def send(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    """Reads exactly ``n`` bytes; None at EOF."""
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -48,6 +50,7 @@ def recv_exact(sock: socket.socket, n: int) -> bytes | None:
             return None
         buf += chunk
     return bytes(buf)
+
 
 def _install_fault() -> None:
     """The test hook (see the module docstring)."""
@@ -72,6 +75,8 @@ def _install_fault() -> None:
 
 
 class _Child:
+    """The writer process: an inline BatchWriter fed with the messages of its parent."""
+
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.maps: dict[int, Any] = {}
@@ -183,6 +188,7 @@ class _Child:
 
 
 def main(argv: list[str]) -> None:
+    """Runs the writer process on the socket whose descriptor is ``argv[1]``."""
     sock = socket.socket(fileno=int(argv[1]))
     _install_fault()
     _Child(sock).run()

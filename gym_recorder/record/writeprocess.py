@@ -291,6 +291,9 @@ class ProcessWriter:
         for batch in self._pending.values():
             batch.release()
         self._pending.clear()
+        fds, self._new_fds = self._new_fds, []
+        for _, fd in fds:
+            os.close(fd)
 
     def _shutdown(self) -> None:
         try:
