@@ -39,7 +39,7 @@ from ..errors import RecordingClosedError, write_error
 from ..format.codecs import Codec
 from ..format.spaces import Layout
 from .batch import Batch
-from .writechild import FAIL_ENV, HEAD, send
+from .writechild import FAIL_ENV, HEAD, segment_values, send
 
 __all__ = ["ProcessWriter", "FAIL_ENV"]
 
@@ -239,7 +239,8 @@ class ProcessWriter:
             act = [self._describe(c) for c in batch.actions]
             fds, self._new_fds = self._new_fds, []
             freed, self._freed = self._freed, []
-            msg = ("batch", seq, first, [i for i, _ in fds], freed, batch.segments, obs, act,
+            msg = ("batch", seq, first, [i for i, _ in fds], freed,
+                   [segment_values(seg) for seg in batch.segments], obs, act,
                    batch.rewards, batch.terminations, batch.truncations, batch.infos,
                    batch.steps)
             self._pending[seq] = batch
