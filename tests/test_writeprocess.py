@@ -197,3 +197,31 @@ def test_a_forked_child_does_not_talk_to_the_parents_writer(tmp_path, process_mo
         assert sorted(e.seed for e in reader) == [0, 1, 2]
         for entry in reader:  # (the child's columns are its own: the parent's are intact)
             np.testing.assert_array_equal(entry.observations, image_episode(entry.seed, 8, 20)[0])
+
+
+def _record_vector(directory: Path) -> None:
+    from gym_recorder import RecordingVectorWrapper
+
+    env = RecordingVectorWrapper(gym.make_vec("CartPole-v1", num_envs=2,
+                                              vectorization_mode="sync"),
+                                 directory, target_batch_bytes=2_000)
+    env.reset(seed=0)
+    for t in range(300):
+        env.step(np.array([t % 2, (t // 3) % 2]))
+    env.close()
+
+
+def test_a_vector_env_records_the_same_as_in_thread_mode(tmp_path, monkeypatch):
+    _record_vector(tmp_path / "thread")
+    monkeypatch.setattr(writer_module, "WRITE_MODE", "process")
+    _record_vector(tmp_path / "process")
+    assert verify(tmp_path / "process") == []
+    assert len(list((tmp_path / "process").glob("*.bin"))) > 3
+    with RecordingReader(tmp_path / "thread") as a, \
+            RecordingReader(tmp_path / "process", verify=True) as b:
+        assert len(a) == len(b) > 2
+        for x, y in zip(a, b):
+            assert (x.seed, x.sub_env) == (y.seed, y.sub_env)
+            np.testing.assert_array_equal(x.observations, y.observations)
+            np.testing.assert_array_equal(x.actions, y.actions)
+            np.testing.assert_array_equal(x.rewards, y.rewards)
