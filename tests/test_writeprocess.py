@@ -128,6 +128,18 @@ def test_a_dead_writer_process_is_named(tmp_path, process_mode):
         env.close()
 
 
+def test_ctrl_c_in_the_terminal_does_not_stop_the_writer_process(tmp_path, process_mode):
+    env = RecordingWrapper(ImageEnv(height=8, width=8, episode_length=50), tmp_path,
+                           target_batch_bytes=2_000, flush_interval=None)
+    env.reset(seed=0)
+    os.kill(env._session.writer._proc.pid, signal.SIGINT)  # (as the terminal sends it)
+    for t in range(50):
+        env.step(t % 4)
+    env.close()
+    with RecordingReader(tmp_path, verify=True) as reader:
+        np.testing.assert_array_equal(reader[0].observations, image_episode(0, 8, 50)[0])
+
+
 CHILD = textwrap.dedent("""
     import sys
     from gym_recorder import RecordingWrapper

@@ -17,6 +17,7 @@ import operator
 import os
 import pickle
 import select
+import signal
 import socket
 import struct
 from collections.abc import Callable
@@ -194,6 +195,9 @@ class _Child:
 
 def main(argv: list[str]) -> None:
     """Runs the writer process on the socket whose descriptor is ``argv[1]``."""
+    # Ctrl-C in a terminal interrupts the whole process group: the parent decides when this
+    # process stops (it closes the socket, or dies), so that what it buffered is still written.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(fileno=int(argv[1]))
     _install_fault()
     _Child(sock).run()
