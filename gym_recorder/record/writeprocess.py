@@ -106,8 +106,8 @@ class ProcessWriter:
         """A new array in shared memory (the buffers' allocator in this mode)."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if dtype.hasobject or nbytes == 0:
-            return np.empty(shape, dtype)
+        if dtype.hasobject or nbytes == 0 or not hasattr(os, "memfd_create"):
+            return np.empty(shape, dtype)  # (pickled to the child; memfd_create: Linux only)
         import mmap
 
         fd = os.memfd_create("gym_recorder_columns", os.MFD_CLOEXEC)
