@@ -237,3 +237,15 @@ def test_a_vector_env_records_the_same_as_in_thread_mode(tmp_path, monkeypatch):
             np.testing.assert_array_equal(x.observations, y.observations)
             np.testing.assert_array_equal(x.actions, y.actions)
             np.testing.assert_array_equal(x.rewards, y.rewards)
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch):
+    from docpages import python_block
+
+    block = python_block('writer.WRITE_MODE = "process"')  # docs/recorder-policies.md
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(writer_module, "WRITE_MODE", writer_module.WRITE_MODE)  # (restored)
+    exec(compile(block, "docs/recorder-policies.md", "exec"), {})
+    assert writer_module.WRITE_MODE == writer_module.DEFAULT_WRITE_MODE
+    with RecordingReader(tmp_path / "process-demo", verify=True) as reader:
+        assert sum(len(episode) for episode in reader) == 100
