@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import RecordingClosedError, write_error
 from ..format.codecs import Codec
 from ..format.spaces import Layout
+from . import writer as writer_module
 from .batch import Batch
 from .writechild import FAIL_ENV, HEAD, segment_values, send
 
@@ -59,10 +60,12 @@ class ProcessWriter:
                  obs_layout: Layout, act_layout: Layout, *, fsync: bool = False,
                  on_batch_written: Callable[[int, int], None] | None = None,
                  max_commit_interval: float | None = None,
-                 compression: Codec | None = None, max_pending: int = 2) -> None:
+                 compression: Codec | None = None) -> None:
         self.directory = directory
         self._on_batch_written = on_batch_written
-        self._max_pending = max_pending
+        # Batches sent and not yet written, beyond which submit() waits: with the one being
+        # filled, MAX_PENDING_BATCHES + 2 column sets at most, as in thread mode.
+        self._max_pending = writer_module.MAX_PENDING_BATCHES
         self._sock, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
