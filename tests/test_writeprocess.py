@@ -20,6 +20,7 @@ from gym_recorder import RecordingReader, RecordingWrapper
 from gym_recorder.errors import WriteError
 from gym_recorder.integrity import verify
 from gym_recorder.record import writer as writer_module
+from gym_recorder.record.writechild import SLOW_ENV
 from gym_recorder.record.writeprocess import FAIL_ENV, ProcessWriter
 from sample_envs.envs import ImageEnv
 from conftest import image_episode
@@ -108,6 +109,23 @@ def test_a_write_error_in_the_writer_process_is_raised_and_the_batch_kept(
     env.flush()
     env.close()
     assert temp_files(tmp_path) == [] and verify(tmp_path) == []
+    with RecordingReader(tmp_path, verify=True) as reader:
+        np.testing.assert_array_equal(reader[0].observations, np.stack(frames))
+
+
+def test_a_slow_writer_process_bounds_the_column_sets_outstanding(
+        tmp_path, process_mode, monkeypatch):
+    monkeypatch.setenv(SLOW_ENV, "0.02")
+    env = RecordingWrapper(ImageEnv(height=8, width=8, episode_length=400), tmp_path,
+                           target_batch_bytes=2_000, flush_interval=None)
+    writer = env._session.writer
+    frames = [env.reset(seed=0)[0].copy()]
+    most = 0
+    for t in range(120):
+        frames.append(env.step(t % 4)[0].copy())
+        most = max(most, len(writer._pending))
+    assert most == writer_module.MAX_PENDING_BATCHES + 1  # (submit waited beyond it)
+    env.close()
     with RecordingReader(tmp_path, verify=True) as reader:
         np.testing.assert_array_equal(reader[0].observations, np.stack(frames))
 

@@ -6,7 +6,8 @@ Pickle is safe here: each process unpickles only what its own other half sent ov
 they alone hold.
 
 Test hook: the environment variable ``GYM_RECORDER_WRITEPROCESS_FAIL_BIN`` = ``"N"`` (or
-``"N,K"``) makes the child's Nth .bin write (1-based, and K-1 more after it) fail with ENOSPC.
+``"N,K"``) makes the child's Nth .bin write (1-based, and K-1 more after it) fail with ENOSPC;
+``GYM_RECORDER_WRITEPROCESS_SLOW_BIN`` = seconds makes each .bin write wait that long first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import select
 import signal
 import socket
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,10 +29,11 @@ import numpy as np
 
 from .batch import Batch, Segment
 
-__all__ = ["send", "recv_exact", "HEAD", "FAIL_ENV", "segment_values", "main"]
+__all__ = ["send", "recv_exact", "HEAD", "FAIL_ENV", "SLOW_ENV", "segment_values", "main"]
 
 HEAD = struct.Struct("<QI")  # payload bytes, descriptors sent with it
 FAIL_ENV = "GYM_RECORDER_WRITEPROCESS_FAIL_BIN"
+SLOW_ENV = "GYM_RECORDER_WRITEPROCESS_SLOW_BIN"
 # A segment goes as the tuple of its fields, in order (pickling the dataclass costs 10x more).
 SEGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Segment))
 segment_values = operator.attrgetter(*SEGMENT_FIELDS)
@@ -61,17 +64,19 @@ def recv_exact(sock: socket.socket, n: int) -> bytes | None:
 def _install_fault() -> None:
     """The test hook (see the module docstring)."""
     spec = os.environ.get(FAIL_ENV)
-    if not spec:
+    delay = float(os.environ.get(SLOW_ENV) or 0)
+    if not spec and not delay:
         return
     from . import writeback as io
 
-    parts = [int(p) for p in spec.split(",")]
+    parts = [int(p) for p in spec.split(",")] if spec else [0, 0]
     start, count = parts[0], parts[1] if len(parts) > 1 else 1
     original = io.put_file
     calls = [0]
 
     def put_file(path: str, buffers: list[Any], names: Any, **kw: Any) -> None:
         if path.endswith(".bin"):
+            time.sleep(delay)
             calls[0] += 1
             if start <= calls[0] < start + count:
                 raise OSError(errno_module.ENOSPC, os.strerror(errno_module.ENOSPC), path)
