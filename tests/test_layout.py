@@ -123,6 +123,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.record.wrapper": ("test_wrapper_behaviour.py", "test_roundtrip.py"),
     "gym_recorder.record.writeback": ("test_writer_policies.py",),
     "gym_recorder.record.writer": ("test_writer_policies.py", "test_write_errors.py"),
+    "gym_recorder.record.writechild": ("test_writeprocess.py",),
     "gym_recorder.record.batchfiles": ("test_write_errors.py", "test_crash.py"),
     # replay
     "gym_recorder.replay": ("test_env_replay_spec.py",),

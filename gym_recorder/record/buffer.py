@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch, Segment
-from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, ColumnBuffer, row_view,
-                      steps_for_target, worth_resizing)
+from .columns import (MAX_BATCH_STEPS, MIN_BATCH_STEPS, Allocator, ColumnBuffer, empty_array,
+                      row_view, steps_for_target, worth_resizing)
 from ..errors import UnsupportedValueError
 from ..format import exact_in
 from ..format.spaces import Layout
@@ -36,12 +36,14 @@ RESET_ROWS_MIN = 8
 class _Columns:
     """One set of preallocated columns, with capacity for ``steps`` steps."""
 
-    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int) -> None:
+    def __init__(self, obs_layout: Layout, act_layout: Layout, steps: int,
+                 alloc: Allocator = empty_array) -> None:
         self.steps = steps
+        self.alloc = alloc
         self.obs_rows = steps + max(RESET_ROWS_MIN, int(steps * RESET_ROWS_FRACTION))
         # Per leaf: a preallocated array, or a list of values (leaves stored as values).
-        self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list)
-        self.act = ColumnBuffer._alloc_leaves(act_layout, steps, list)
+        self.obs = ColumnBuffer._alloc_leaves(obs_layout, self.obs_rows, list, alloc)
+        self.act = ColumnBuffer._alloc_leaves(act_layout, steps, list, alloc)
 
     def reset_lists(self) -> None:
         for col in self.obs:
@@ -63,11 +65,13 @@ class StepColumns(ColumnBuffer):
         cols = None
         while self._pool:
             candidate = self._pool.pop()
-            if candidate.steps == self._capacity and self._fits(candidate.obs, candidate.act):
+            if candidate.steps == self._capacity and candidate.alloc is self.array_alloc \
+                    and self._fits(candidate.obs, candidate.act):
                 cols = candidate
                 break
         if cols is None:
-            cols = _Columns(self._obs_layout, self._act_layout, self._capacity)
+            cols = _Columns(self._obs_layout, self._act_layout, self._capacity,
+                            self.array_alloc)
         for side, j in self._values_leaves:  # leaves that went outside their space's shape
             (cols.obs if side == "obs" else cols.act)[j] = []
         cols.reset_lists()
@@ -91,6 +95,13 @@ class StepColumns(ColumnBuffer):
         self._flags: list[tuple[int, Any, Any]] = []
         self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
         self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
+
+    def use_allocator(self, alloc: Allocator) -> None:
+        """As :meth:`ColumnBuffer.use_allocator`; the columns of a batch not begun yet are
+        allocated again now (else the first batch would not be in shared memory)."""
+        super().use_allocator(alloc)
+        if self._n_obs == 0 and self._n_steps == 0 and not self._segments:
+            self._new_columns()
 
     def _fast_paths(self) -> None:
         """Sets up the per-step fast paths for the current columns (again after a column was

@@ -85,6 +85,15 @@ def _estimate_step_bytes(obs_layout: Layout, act_layout: Layout) -> int:
     return total
 
 
+# Allocates an array column: (shape, dtype) -> a new array.
+Allocator = Callable[[tuple[int, ...], Any], np.ndarray]
+
+
+def empty_array(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """The default :data:`Allocator`: ``np.empty``."""
+    return np.empty(shape, dtype)
+
+
 class ColumnBuffer:
     """What the single-env and the vector-env buffers share: layouts, columns, sizing and infos.
 
@@ -114,6 +123,9 @@ class ColumnBuffer:
         self._info_filter = info_filter
         self._per_row = per_row
         self.episodes_started = 0
+        # How array columns are allocated (the session sets shared memory's for WRITE_MODE
+        # "process", see use_allocator).
+        self.array_alloc: Allocator = empty_array
         self._pool: list[Any] = []  # column sets handed back by written batches, for reuse
         # Rows of the next batches (steps of a single env, vector steps of a vector env).
         self._capacity = self._capacity_for(_estimate_step_bytes(obs_layout, act_layout))
@@ -151,11 +163,17 @@ class ColumnBuffer:
 
     # -- columns ---------------------------------------------------------------------------
 
+    def use_allocator(self, alloc: Allocator) -> None:
+        """Allocates the next column sets with ``alloc`` (the pooled ones are dropped)."""
+        self.array_alloc = alloc
+        self._pool.clear()
+
     @staticmethod
-    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any]) -> list[Any]:
-        """Per leaf, a preallocated array of ``rows`` rows, or ``values()`` for a leaf that
-        does not stack."""
-        return [np.empty((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
+    def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any],
+                      alloc: Allocator = empty_array) -> list[Any]:
+        """Per leaf, a preallocated array of ``rows`` rows (from ``alloc``), or ``values()``
+        for a leaf that does not stack."""
+        return [alloc((rows, *leaf.shape), leaf.dtype) if isinstance(leaf, ArrayLeaf)
                 else values() for leaf in layout.leaves]
 
     def _fits(self, obs_cols: list[Any], act_cols: list[Any]) -> bool:

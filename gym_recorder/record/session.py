@@ -18,6 +18,8 @@ from ..errors import RecordingClosedError, WriteError
 from ..format.codecs import resolve_compression
 from ..format.spaces import Layout
 from ..format.values import check_metadata
+from . import writer as writer_module
+from .columns import empty_array
 from .writer import BatchWriter
 
 __all__ = ["RecordingSession", "check_options"]
@@ -120,13 +122,20 @@ class RecordingSession:
         self.closed = False
         _LIVE.add(self)
 
-    def _new_writer(self, prefix: str | None) -> BatchWriter:
+    def _new_writer(self, prefix: str | None) -> Any:
         directory, header, obs_layout, act_layout, fsync = self._writer_args
         # Batches committed here are listed on disk within half the flush interval.
-        writer = BatchWriter(directory, prefix, header, obs_layout, act_layout, fsync=fsync,
-                             on_batch_written=self.buffer.observe_batch_bytes,
-                             max_commit_interval=self._interval / 2,
-                             compression=self._compression)
+        kind: Any = BatchWriter
+        if writer_module.WRITE_MODE == "process":
+            from .writeprocess import ProcessWriter
+
+            kind = ProcessWriter
+        writer: Any = kind(directory, prefix, header, obs_layout, act_layout, fsync=fsync,
+                      on_batch_written=self.buffer.observe_batch_bytes,
+                      max_commit_interval=self._interval / 2, compression=self._compression)
+        use_allocator = getattr(self.buffer, "use_allocator", None)
+        if use_allocator is not None:  # (shared-memory columns for the writer process)
+            use_allocator(writer.alloc_array if kind is not BatchWriter else empty_array)
         self.writer = writer
         key = (directory, repr(header.get("env_id")))
         if key not in _CHECKED_ENVS:  # (once per directory and env in a process)

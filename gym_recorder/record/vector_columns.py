@@ -59,9 +59,11 @@ class VectorColumns(ColumnBuffer):
         self._extra_cap = extra
         # (A leaf that does not stack: an object array, filled with one value a row.)
         self._obs_cols = self._alloc_leaves(self._obs_layout, rows * n + extra,
-                                            lambda: np.empty(rows * n + extra, object))
+                                            lambda: np.empty(rows * n + extra, object),
+                                            self.array_alloc)
         self._act_cols = self._alloc_leaves(self._act_layout, rows * n,
-                                            lambda: np.empty(rows * n, object))
+                                            lambda: np.empty(rows * n, object),
+                                            self.array_alloc)
         self._rew = np.empty(rows * n, np.float64)
         self._term = np.empty(rows * n, np.bool_)
         self._trunc = np.empty(rows * n, np.bool_)

@@ -40,7 +40,10 @@ DEFAULT_WRITEBACK = "lazy-drop"
 # HANDOFF_SWITCH_INTERVAL instead of 5 ms, when the stepping thread holds the GIL in C (ALE).
 # "auto": the thread while it keeps up; written inline while the stepping thread would only wait
 # for it anyway (see AutoMode).
-WRITE_MODES = ("thread", "inline", "handoff", "auto")
+# "process": a child process writes (record/writeprocess): the buffers' array columns are in
+# shared memory, and no Python of the writer's runs in the stepping process (envs that hold the
+# GIL, like ALE).
+WRITE_MODES = ("thread", "inline", "handoff", "auto", "process")
 DEFAULT_WRITE_MODE = "thread"
 HANDOFF_SWITCH_INTERVAL = 1e-4
 
