@@ -126,6 +126,20 @@ def temp_files(directory):
     return [n for n in os.listdir(directory) if TEMP_RE.fullmatch(n)]
 
 
+def step_collecting_errors(env, frames: list, n: int) -> list[WriteError]:
+    """Steps ``env`` (actions 0, 1, 2, 3, ...) until ``frames`` holds ``n`` observations; returns
+    the WriteErrors raised on the way (each before the env is touched: that step is not taken)."""
+    errors: list[WriteError] = []
+    t = 0
+    while len(frames) < n:
+        try:
+            frames.append(env.step(t % 4)[0].copy())
+            t += 1
+        except WriteError as e:
+            errors.append(e)
+    return errors
+
+
 def test_full_disk_in_bin_write_raises_from_step_and_keeps_everything(tmp_path, monkeypatch):
     faults = Faults(monkeypatch)
     env = new_env(tmp_path)

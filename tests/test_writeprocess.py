@@ -24,7 +24,7 @@ from gym_recorder.record.writechild import SLOW_ENV
 from gym_recorder.record.writeprocess import FAIL_ENV, ProcessWriter
 from sample_envs.envs import ImageEnv
 from conftest import image_episode
-from test_write_errors import temp_files
+from test_write_errors import step_collecting_errors, temp_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,14 +93,7 @@ def test_a_write_error_in_the_writer_process_is_raised_and_the_batch_kept(
     env = RecordingWrapper(ImageEnv(height=8, width=8, episode_length=200), tmp_path,
                            target_batch_bytes=2_000, flush_interval=None)
     frames = [env.reset(seed=0)[0].copy()]
-    errors = []
-    t = 0
-    while len(frames) < 120:
-        try:
-            frames.append(env.step(t % 4)[0].copy())
-            t += 1
-        except WriteError as e:  # raised before the env is touched: the step is not taken
-            errors.append(e)
+    errors = step_collecting_errors(env, frames, 120)
     assert errors and "No space left on device" in str(errors[0])
     assert errors[0].errno == 28
     for _ in range(2):  # the fault holds for two more writes: flush() fails, keeping the batches

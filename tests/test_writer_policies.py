@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from gym_recorder import RecordingReader, RecordingWrapper
-from gym_recorder.errors import WriteError
 from gym_recorder.integrity import verify
 from gym_recorder.record import writer as writer_module
 from sample_envs.envs import ImageEnv
-from test_write_errors import Faults, enospc, temp_files
+from test_write_errors import Faults, enospc, step_collecting_errors, temp_files
 
 
 @pytest.fixture
@@ -56,14 +55,7 @@ def test_inline_write_error_is_deferred_to_the_next_call(tmp_path, monkeypatch, 
                            target_batch_bytes=2_000, flush_interval=None)
     frames = [env.reset(seed=0)[0].copy()]
     faults.bin_error = enospc()
-    errors = []
-    t = 0
-    while len(frames) < 40:
-        try:
-            frames.append(env.step(t % 4)[0].copy())
-            t += 1
-        except WriteError as e:  # raised before the env is touched: the step is not taken
-            errors.append(e)
+    errors = step_collecting_errors(env, frames, 40)
     assert errors and "No space left on device" in str(errors[0])
     faults.clear()
     env.close()
