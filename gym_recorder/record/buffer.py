@@ -96,12 +96,13 @@ class StepColumns(ColumnBuffer):
         self._infos: list[tuple[int, dict[str, Any]]] = []  # (info row within the batch, info)
         self._segments: list[Segment] = []  # episodes (or parts) that lie in this batch
 
-    def use_allocator(self, alloc: Allocator) -> None:
+    def use_allocator(self, alloc: Allocator) -> bool:
         """As :meth:`ColumnBuffer.use_allocator`; the columns of a batch not begun yet are
         allocated again now (else the first batch would not be in shared memory)."""
-        super().use_allocator(alloc)
-        if self._n_obs == 0 and self._n_steps == 0 and not self._segments:
+        changed = super().use_allocator(alloc)
+        if changed and self._n_obs == 0 and self._n_steps == 0 and not self._segments:
             self._new_columns()
+        return changed
 
     def _fast_paths(self) -> None:
         """Sets up the per-step fast paths for the current columns (again after a column was

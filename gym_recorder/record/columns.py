@@ -163,10 +163,14 @@ class ColumnBuffer:
 
     # -- columns ---------------------------------------------------------------------------
 
-    def use_allocator(self, alloc: Allocator) -> None:
-        """Allocates the next column sets with ``alloc`` (the pooled ones are dropped)."""
+    def use_allocator(self, alloc: Allocator) -> bool:
+        """Allocates the next column sets with ``alloc`` (the pooled ones are dropped); False,
+        doing nothing, when ``alloc`` is the allocator in use already."""
+        if alloc == self.array_alloc:
+            return False
         self.array_alloc = alloc
         self._pool.clear()
+        return True
 
     @staticmethod
     def _alloc_leaves(layout: Layout, rows: int, values: Callable[[], Any],
