@@ -122,7 +122,9 @@ def read_json_file(path: str, where: str, expected_size: int | None = None) -> t
             raise FormatError(f"{where}: {size} bytes of JSON is more than {MAX_JSON_BYTES}")
         if expected_size is not None and size != expected_size:
             raise FormatError(f"{where}: file has {size} bytes, the manifest says {expected_size}")
-        data = f.read(MAX_JSON_BYTES + 1)
+        data = f.read(size + 1)  # (asking for the limit would allocate that much each time)
+        if len(data) > size:  # (grown since fstat: the rest, never past the limit)
+            data += f.read(MAX_JSON_BYTES + 1 - len(data))
     return data, loads(data, where)
 
 

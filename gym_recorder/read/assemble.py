@@ -160,7 +160,7 @@ def _gathered(dec: Decoder, placed: list[tuple[Any, int, Batch]], dtypes: list[n
     """Each column of an episode of several parts: allocated once, every part's rows read
     straight into it (part by part, so that each reading thread takes whole parts)."""
     refs = [[plan.ref(c, pos) for c in range(len(dtypes))] for plan, pos, _ in placed]
-    out = [allocate(where, [part[c] for part in refs], dtype) for c, dtype in enumerate(dtypes)]
+    out = [allocate(dec, where, [part[c] for part in refs], dtype) for c, dtype in enumerate(dtypes)]
     jobs: list[ReadJob] = []
     rows = [0] * len(dtypes)
     for part in refs:
@@ -203,7 +203,7 @@ def stitched_episode(dec: Decoder, m: Manifest, items: list[PartItem],
     exact = {key: dtype for key, dtype in joined.items() if dtype is not None}
     if len(exact) != len(joined):
         return _stitched_mixed(dec, m, parts, index)
-    dests = {key: allocate(parts[0].where, column, exact[key])
+    dests = {key: allocate(dec, parts[0].where, column, exact[key])
              for key, column in columns.items()}
     # Where each part's rows go: the rows of the parts before it.
     jobs: list[ReadJob] = []
@@ -302,13 +302,13 @@ def summarize(dec: Decoder, m: Manifest, number: int, index: int,
                           sub_env if type(sub_env) is int else None, m.prefix, m.env_id)
 
 
-def allocate(where: str, column: Sequence[ArrayRef | np.ndarray],
+def allocate(dec: Decoder, where: str, column: Sequence[ArrayRef | np.ndarray],
              dtype: np.dtype[Any]) -> np.ndarray:
     """Allocates one stacked array (of an episode, or a column of episodes) of ``dtype`` for
-    the rows of ``column``'s references or arrays."""
+    the rows of ``column``'s references or arrays (on the reader's recycled pages when large)."""
     shape = (sum(ref.shape[0] for ref in column), *column[0].shape[1:])
     try:
-        return np.empty(shape, dtype=dtype)
+        return dec.pages.empty(shape, np.dtype(dtype))
     except (MemoryError, ValueError) as e:
         raise FormatError(f"{where}: cannot allocate an array of shape {shape} of "
                           f"{dtype.str} for the episode") from e

@@ -37,20 +37,24 @@ _DTYPE = itemgetter("dtype")
 _NPYOFF = itemgetter("npyoff")
 STEP_DTYPES = (np.dtype("<f8"), np.dtype("|b1"), np.dtype("|b1"))
 STEP_NAMES = ("rewards", "terminations", "truncations")
+# Tables of at most this many entries are placed with Python's ints (faster than numpy's calls
+# on arrays this short).
+_FEW = 32
 
 
 class IndexTable:
     """One batch's index, checked against the manifest: the table's columns (episode, part,
     steps, flags per entry), the stacked columns, and each entry's array offset in each."""
 
-    __slots__ = ("where", "columns", "shapes", "episode", "part", "steps", "flags", "offsets",
-                 "ends")
+    __slots__ = ("where", "columns", "shapes", "table", "episode", "part", "steps", "flags",
+                 "offsets", "ends")
 
     def __init__(self, where: str, columns: list[IndexColumn], shapes: list[tuple[int, ...]],
                  table: np.ndarray, bin_name: str, bin_size: int, n_obs: int) -> None:
         self.where = where
         self.columns = columns
         self.shapes = shapes  # a row's shape in each column
+        self.table = table  # (episode, part, steps, flags) per entry
         self.episode, self.part, self.steps, self.flags = (table[:, j].copy()
                                                             for j in range(INDEX_TABLE_WIDTH))
         obs_rows = self.steps + (self.part == 0)
@@ -145,6 +149,16 @@ def _offsets(index: IndexTable, c: int, rows: np.ndarray, bin_name: str,
     # sum, must not wrap around int64 into a size that looks small.)
     beyond = FormatError(f"{index.where}: index column {c} places arrays beyond the end of "
                          f"{bin_name} ({size_limit} bytes)")
+    if len(rows) <= _FEW:  # (a batch of a few long episodes: Python's ints, never wrapping)
+        at = end = col.offset
+        starts: list[int] = []
+        for n in rows.tolist():
+            end = at + n * row_bytes
+            if end > size_limit:
+                raise beyond
+            starts.append(at)
+            at += -(-(end - at) // col.unit) * col.unit
+        return np.array(starts, dtype=np.int64), end
     most = int(rows.max()) if len(rows) else 0
     if most * row_bytes > size_limit or float(rows.sum(dtype=np.float64)) * row_bytes > size_limit:
         raise beyond
@@ -164,7 +178,7 @@ def check_entries(index: IndexTable, table: np.ndarray, refs: Sequence[Sequence[
     Raises:
         BatchIndexError: at the first difference, naming the entry (and the column).
     """
-    mine = np.stack([index.episode, index.part, index.steps, index.flags], axis=1)
+    mine = index.table
     bad = np.flatnonzero((table != mine).any(axis=1))
     if len(bad):
         k = int(bad[0])
@@ -189,7 +203,11 @@ def _differing(objs: Sequence[Any], dtype: str, offsets: np.ndarray, bin_size: i
     reference that is not well formed is left to the entry's own checks, which name what is
     wrong with it."""
     try:  # (every batch that checks out: a few passes in C)
-        if set(map(_DTYPE, objs)) <= {dtype}:
+        if len(objs) <= _FEW:  # (or Python's ints, faster on a few entries)
+            if all(o["dtype"] == dtype for o in objs) and \
+                    [o["npyoff"] for o in objs] == offsets.tolist():
+                return []
+        elif set(map(_DTYPE, objs)) <= {dtype}:
             got = np.fromiter(map(_NPYOFF, objs), dtype=np.int64, count=len(objs))
             if np.array_equal(got, offsets):
                 return []

@@ -23,6 +23,7 @@ from ..format import ArrayRef, parse_ref
 from ..format import codecs as _codecs
 from ..format import fileio as _fileio
 from .entries import EntryReading
+from .pages import PAGES
 from .storage import Storage
 
 if TYPE_CHECKING:  # (a parsed batch: only its attributes are used here)
@@ -67,6 +68,7 @@ class Decoder(EntryReading):
     def __init__(self, storage: Storage, verify: bool = False) -> None:
         self._storage = storage
         self._verify = verify
+        self.pages = PAGES  # (large arrays handed out: see read.pages)
 
     @property
     def storage(self) -> Storage:

@@ -27,7 +27,7 @@ __all__ = ["ReadJob", "read_rows", "gather_rows", "groups", "PARALLEL_READ_BYTES
 # An episode of several parts with at least this many bytes of stacked arrays is read by
 # READ_THREADS threads, part by part (page faults and copies of the fresh arrays then overlap:
 # about 1.5x faster with two cores); smaller ones are read in this thread.
-PARALLEL_READ_BYTES = 32 << 20
+PARALLEL_READ_BYTES = 8 << 20
 READ_THREADS = 2
 
 
@@ -83,7 +83,7 @@ def gather_rows(decoder: Decoder, names: list[str], bat: np.ndarray, src_off: np
     they lie in is read once and their rows gathered from it.
     """
     total = int(rows.sum())
-    out = np.empty((total, *tail), dtype=dtype)
+    out = decoder.pages.empty((total, *tail), dtype)
     row_bytes = dtype.itemsize * prod(tail)
     if not total or not row_bytes:
         return out

@@ -147,8 +147,10 @@ class LocalStorage:
                 raise FormatError(f"{name}: {size} bytes of JSON is more than {limit}")
             chunks = []
             got = 0
+            want = size + 1  # (asking for the limit would allocate that much for each file)
             while True:  # until EOF: the file may have grown since fstat (never past limit)
-                data = os.read(fd, limit + 1 - got)
+                data = os.read(fd, min(want, limit + 1 - got))
+                want = 64 << 10
                 if not data:
                     break
                 chunks.append(data)

@@ -154,7 +154,7 @@ def stacked_column(dec: Decoder, kind: str, leaves: int,
     dtypes = [dtype for dtype in joined if dtype is not None]
     if len(dtypes) != len(joined):
         return None  # (the episodes' own leaves are joined, exactly or as rows)
-    dests = [allocate(first_where, column, dtype) for column, dtype in zip(held, dtypes)]
+    dests = [allocate(dec, first_where, column, dtype) for column, dtype in zip(held, dtypes)]
     jobs: list[ReadJob] = []
     for column, out in zip(columns, dests):
         row = 0
