@@ -55,12 +55,15 @@ def read_rows(dec: Decoder, jobs: list[ReadJob], nbytes: int) -> None:
         for job in jobs:
             dec.read_rows(*job)
         return
-    # Contiguous shares of about equal bytes, one per thread.
+    # Contiguous shares of about equal bytes, one per thread: a job goes to the share its
+    # middle byte falls in (by its first byte, an episode of two 5 MB parts and a short one
+    # would give one thread both large parts).
     shares: list[list[ReadJob]] = [[] for _ in range(READ_THREADS)]
     done, per = 0, nbytes / READ_THREADS
     for job in jobs:
-        shares[min(int(done // per), READ_THREADS - 1)].append(job)
-        done += job[1].size
+        size = job[1].size
+        shares[min(int((done + size / 2) // per), READ_THREADS - 1)].append(job)
+        done += size
     futures = [_pool().submit(_run, dec, share) for share in shares if share]
     for f in futures:
         f.exception()  # waits for every share, also when one of them failed
