@@ -131,7 +131,8 @@ def verify(directory: str | os.PathLike[str]) -> list[Problem]:
             except FormatError as e:
                 report(name, str(e).removeprefix(f"{name} "))
         for binfo in m.batches:
-            check = check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo)
+            check = check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo,
+                                manifest=m)
             known.update((check.json_name, check.bin_name))
             for file, message in check.problems:
                 report(file, message)
