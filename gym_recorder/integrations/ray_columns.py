@@ -141,18 +141,23 @@ def batch_forms(storage: Storage, m: Manifest, b: int) -> list[set[str]]:
 
 def _entry_forms(storage: Storage, m: Manifest, b: int, entries: list[Any],
                  n: int) -> list[set[str]]:
-    """:func:`batch_forms` of a batch without a plan, entry by entry."""
+    """:func:`batch_forms` of a batch without a plan, entry by entry: each entry's structure and
+    references checked as the reader checks them before it reads their bytes
+    (:meth:`~gym_recorder.read.decode.Decoder.plan_part`, ``parse_ref``, ``check_shapes``)."""
     dec = Decoder(storage)
     binfo = m.batches[b]
     n_obs = len(obs_layout(m).leaves)
     out: list[set[str]] = [set() for _ in range(n)]
     for entry in entries:
         part = dec.plan_part(m, binfo, entry, entry["part"])
+        refs = [parse_ref(obj, where, file=binfo["bin"]) for obj, where in part.refs]
+        dec.check_shapes(part, ((slot, ref.shape, ref.dtype, where) for slot, ref, (_, where)
+                                in zip(part.slots, refs, part.refs)))
         arrays = set()
-        for (kind, k, _), (obj, where) in zip(part.slots, part.refs):
+        for (kind, k, _), ref in zip(part.slots, refs):
             if kind in ("obs", "act"):
                 leaf = k if kind == "obs" else n_obs + k
-                out[leaf].add(parse_ref(obj, where, file=binfo["bin"]).dtype.str)
+                out[leaf].add(ref.dtype.str)
                 arrays.add(leaf)
         for leaf in set(range(n)) - arrays:  # (a leaf the entry stores as values)
             out[leaf].add("values")
