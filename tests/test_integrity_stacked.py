@@ -19,6 +19,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sample_envs  # noqa: F401  (registers sample_envs/...)
 from conftest import run_random
@@ -30,6 +32,7 @@ from gym_recorder.integrity._checks import check_batch
 from gym_recorder.read.batchfile import EntryRefs
 from gym_recorder.read.manifest import Manifest
 from hostile import load_manifest, manifest_path, rewrite_batch, save_manifest
+from test_fuzz import SCALARS, SPECIAL
 
 ENVS = {"cartpole": ("CartPole-v1", 3000), "nested": ("sample_envs/NestedDict-v0", 1500)}
 
@@ -274,3 +277,52 @@ def test_ray_blocks_raise_the_reader_s_error_for_the_same_damage(pristine, tmp_p
         with pytest.raises(Exception) as e:
             read_recording(d, verify=checked).take_all()
         assert f"{error.__name__}: {by_index}" in str(e.value), damage
+
+
+# -- fuzzing: any damage to a planned batch, the same report ---------------------------------
+
+FUZZ_EXAMPLES = 40
+
+
+@settings(max_examples=FUZZ_EXAMPLES, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(data=st.data())
+def test_fuzzed_batches_are_reported_alike_with_and_without_the_plan(pristine, tmp_path_factory,
+                                                                     data):
+    """Random edits of batch 0's stacked references (the JSON's size and CRC-32 kept right in
+    the manifest, its index kept or left out) and random byte flips in its .bin: verify reports
+    the same problems, in the same order, through the plan as through parse_ref alone."""
+    d = tmp_path_factory.mktemp("fuzz") / "rec"
+    shutil.copytree(pristine, d)
+    man = load_manifest(d)
+    b = man["batches"][0]
+    if data.draw(st.booleans(), label="edit the JSON"):
+        doc = _doc(d)
+        columns = EntryRefs(_manifest(d), doc["episodes"], b["fn"]).columns()
+        for _ in range(data.draw(st.integers(1, 3), label="edits")):
+            objs = columns[data.draw(st.integers(0, len(columns) - 1), label="column")]
+            ref = objs[data.draw(st.integers(0, len(objs) - 1), label="entry")]
+            key = data.draw(st.sampled_from(["shape", "dtype", "npyoff", "size", "npyfile",
+                                             "crc32", "order", "__type"]), label="key")
+            if data.draw(st.booleans(), label="delete"):
+                ref.pop(key, None)
+            else:
+                ref[key] = data.draw(SPECIAL | SCALARS, label="value")
+        raw = json.dumps(doc).encode()
+        (d / b["fn"]).write_bytes(raw)
+        b["json_size"], b["json_crc32"] = len(raw), zlib.crc32(raw)
+        if data.draw(st.booleans(), label="drop the index"):
+            b.pop("index")
+        save_manifest(d, man)
+    if data.draw(st.booleans(), label="flip bytes"):
+        path = d / b["bin"]
+        raw = bytearray(path.read_bytes())
+        for _ in range(data.draw(st.integers(1, 4), label="flips")):
+            raw[data.draw(st.integers(0, len(raw) - 1), label="at")] ^= data.draw(
+                st.integers(1, 255), label="bits")
+        path.write_bytes(bytes(raw))
+    problems = verify(d)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_stacked, "PLANNED_MIN_ENTRIES", 1 << 60)
+        assert verify(d) == problems

@@ -148,7 +148,7 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         listed: the manifest's entry for the batch (sizes and checksum to hold it to), or None.
         manifest: the writer's checked manifest, when it has one: the batch's stacked arrays
             are then placed by its plan, as the reader places them (see
-            :mod:`gym_recorder.integrity._planned`); the other references, and all of them
+            :mod:`gym_recorder.integrity._stacked`); the other references, and all of them
             without it, by :func:`~gym_recorder.format.parse_ref`.
     """
     check = BatchCheck(json_name)
