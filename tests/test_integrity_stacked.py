@@ -33,6 +33,7 @@ from gym_recorder.read.batchfile import EntryRefs
 from gym_recorder.read.manifest import Manifest
 from hostile import load_manifest, manifest_path, rewrite_batch, save_manifest
 from test_fuzz import SCALARS, SPECIAL
+from test_read_damage import _edit_table
 
 ENVS = {"cartpole": ("CartPole-v1", 3000), "nested": ("sample_envs/NestedDict-v0", 1500)}
 
@@ -163,20 +164,6 @@ def _padding(d: Path) -> None:
     ref = _doc(d)["episodes"][ENTRY]["terminations"]
     assert ref["size"] % 8  # (the bool array leaves padding before the next 8-aligned one)
     _flip(d, ref, at=ref["size"], value=1)
-
-
-def _edit_table(d: Path, edit) -> None:
-    man = load_manifest(d)
-    b = man["batches"][0]
-    path = d / b["bin"]
-    data = bytearray(path.read_bytes())
-    at = b["index"]["table"]
-    table = np.frombuffer(bytes(data[at:at + 32 * b["len"]]), "<i8").reshape(-1, 4).copy()
-    edit(table)
-    data[at:at + table.nbytes] = table.tobytes()
-    path.write_bytes(bytes(data))
-    b["index"]["crc32"] = zlib.crc32(table.tobytes())
-    save_manifest(d, man)
 
 
 def _moved_steps(d: Path) -> None:
