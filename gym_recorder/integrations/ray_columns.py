@@ -22,7 +22,7 @@ from ..read.assemble import tree
 from ..read.batchfile import parse_batch
 from ..read.batchindex import read_index
 from ..read.decode import Decoder
-from ..read.entries import obs_layout
+from ..read.entries import act_layout, obs_layout
 from ..read.manifest import Manifest
 from ..read.plan import index_plan
 from ..read.storage import Storage
@@ -123,12 +123,11 @@ def batch_forms(storage: Storage, m: Manifest, b: int) -> list[set[str]]:
     :func:`~gym_recorder.format.parse_ref`'s rules by the reader's own checks.
 
     Raises:
-        FormatError: what the reader raises for the batch (its index, JSON or references).
+        FormatError: what the reader raises for the batch (its index, JSON or references);
+            for a gym-recording writer's, which has no spaces.
     """
-    obs, act = m.obs_layout, m.act_layout
-    assert obs is not None and act is not None  # (a writer of this format)
     binfo = m.batches[b]
-    n = len(obs.leaves) + len(act.leaves)
+    n = len(obs_layout(m).leaves) + len(act_layout(m).leaves)  # (FormatError: gym-recording)
     index = read_index(storage, m, b)
     plan = None if index is None else index_plan(m, index, binfo["bin"], binfo["bin_size"])
     if plan is None:
