@@ -79,7 +79,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "gym_recorder.integrations.parquet_card": ("test_parquet.py",),
     "gym_recorder.integrations.push": ("test_cloud.py",),
     "gym_recorder.integrations.ray_blocks": ("test_ray.py",),
-    "gym_recorder.integrations.ray_columns": ("test_ray.py",),
+    "gym_recorder.integrations.ray_columns": ("test_ray.py", "test_ray_columns.py"),
     "gym_recorder.integrations.ray_record": ("test_ray.py",),
     "gym_recorder.integrations.summary": ("test_metadata.py", "test_empty_episodes.py"),
     "gym_recorder.integrations.video": ("test_video_stream.py",),

@@ -42,8 +42,8 @@ recorded dtype, Text leaves string columns. Sequence, Graph and OneOf leaves hav
 A leaf widened in some batches only (values outside the space's dtype: an env returning float64
 at reset into a float32 Box) is given in the widened dtype in every block, as
 ``reader.column`` gives it (Ray Data does not concatenate blocks of different tensor dtypes): when
-the dataset is made, the dtype each batch stores each leaf in is read from its first entry (the
-batch JSON's first bytes).
+the dataset is made, the dtype each batch stores each leaf in is read from the batch's plan, as
+the reader reads it (its index alone when it has one, else its JSON).
 The rows are exactly what :class:`~gym_recorder.RecordingReader` gives:
 ``np.concatenate([ep.observations[:-1] for ep in reader])`` is the ``obs`` column of
 ``read_recording(path).iter_batches(batch_format="numpy")`` concatenated, and so on.
@@ -170,8 +170,9 @@ def _datasource_class() -> type:
                 infos = list(reader.batches())
                 summaries = {s.index: s for s in reader.summaries()} \
                     if granularity == "episode" else {}
-                entries = _manifest_entries(reader.storage)
-                dtypes = column_dtypes(reader.storage, infos, entries)
+                manifests = _manifests(reader.storage)
+                entries = {(m.prefix, b["fn"]): b for m in manifests for b in m.batches}
+                dtypes = column_dtypes(reader.storage, infos, manifests)
             self._specs: list[TaskSpec] = []
             self._sizes: list[tuple[int | None, int | None]] = []
             seen: dict[int, int] = {}   # episode -> index of the last batch holding a part
@@ -248,12 +249,12 @@ def _summary_dict(s: Any) -> dict[str, Any]:
             "seed": s.seed, "env_id": s.env_id, "writer": s.writer}
 
 
-def _manifest_entries(storage: Any) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every writer's manifest entries by (writer prefix, batch JSON name), for the sizes of
-    the read tasks (the manifests are read again: the reader keeps its own to itself)."""
+def _manifests(storage: Any) -> list[Any]:
+    """Every writer's manifest, for the sizes of the read tasks and the plans of the batches
+    (the manifests are read again: the reader keeps its own to itself)."""
     from ..read.manifest import load_manifests
 
-    return {(m.prefix, b["fn"]): b for m in load_manifests(storage) for b in m.batches}
+    return load_manifests(storage)
 
 
 def _estimate(entry: dict[str, Any] | None, eps: tuple[Any, ...],

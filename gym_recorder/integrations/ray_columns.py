@@ -2,23 +2,33 @@
 the one dtype a leaf widened in some batches gets in every block.
 
 :func:`check_columnar` refuses a space with no column form; :func:`flatten` names a stacked
-tree's leaves ``obs.key.0``; :func:`column_dtypes` reads the first entry of each batch JSON to
-find leaves stored in different dtypes and :func:`conform` gives every block their joint dtype;
+tree's leaves ``obs.key.0``; :func:`column_dtypes` finds leaves stored in different dtypes from
+each batch's plan (the reader's, :mod:`gym_recorder.read.plan`) and :func:`conform` gives every
+block their joint dtype;
 :func:`to_block` makes Ray's block of the columns.
 """
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from ..errors import FormatError, UnsupportedSpaceError, UnsupportedValueError
-from ..format import MAX_JSON_BYTES, exact_in, join_dtype, parse_dtype
+from ..format import exact_in, join_dtype, parse_dtype, parse_ref
+from ..format.layout import Layout
+from ..read.assemble import tree
+from ..read.batchfile import parse_batch
+from ..read.batchindex import read_index
+from ..read.decode import Decoder
+from ..read.entries import act_layout, obs_layout
+from ..read.manifest import Manifest
+from ..read.plan import index_plan
+from ..read.storage import Storage
 
-__all__ = ["check_columnar", "column_dtypes", "conform", "flatten", "ragged", "to_block"]
+__all__ = ["check_columnar", "column_dtypes", "batch_forms", "conform", "flatten", "ragged",
+           "to_block"]
 
 
 def _stackable(space: Any) -> bool:
@@ -95,74 +105,96 @@ def ragged(arrays: list[Any]) -> np.ndarray:
 # -- read tasks ------------------------------------------------------------------------------
 
 
-# How much of a batch JSON is read to find the dtypes of its first entry (the whole file when
-# that entry is longer).
-HINT_BYTES = 16 << 10
+# Batches whose dtypes are found at once (object storage: a request or two a batch).
 HINT_THREADS = 8
-_EPISODES_KEY = '"episodes":['
 
 
-def _stored_forms(obj: Any, name: str, out: dict[str, str]) -> None:
-    """The dtype string (or "values") of each leaf of a stored TREE, by dotted column name."""
-    if isinstance(obj, list):
-        for i, v in enumerate(obj):
-            _stored_forms(v, f"{name}.{i}", out)
-    elif isinstance(obj, dict):
-        kind = obj.get("__type")
-        if kind == "ndarray" and isinstance(obj.get("dtype"), str):
-            out[name] = obj["dtype"]
-        elif kind == "values":
-            out[name] = "values"
-        elif kind is None:
-            for k, v in obj.items():
-                _stored_forms(v, f"{name}.{k}", out)
+def _leaf_names(layout: Layout, prefix: str) -> list[str]:
+    """Each leaf's dotted column name, in leaf order (as :func:`flatten` names a value's)."""
+    return list(flatten(tree(layout, list(range(len(layout.leaves)))), prefix))
 
 
-def _first_entry(storage: Any, name: str, size: int) -> Any:
-    """The first entry of a batch JSON, read from its first bytes (None when it has none)."""
-    head = storage.read_range(name, 0, min(size, HINT_BYTES))
-    if len(head) < size:
-        text = head.decode("utf-8", "replace")
-        at = text.find(_EPISODES_KEY)
-        if at >= 0:
-            try:
-                return json.JSONDecoder().raw_decode(text, at + len(_EPISODES_KEY))[0]
-            except ValueError:
-                pass  # (longer than the bytes read, or not our writer's layout: all of it)
-        head = storage.read_range(name, 0, size)
-    doc = json.loads(head)
-    entries = doc.get("episodes") if isinstance(doc, dict) else None
-    return entries[0] if isinstance(entries, list) and entries else None
+def batch_forms(storage: Storage, m: Manifest, b: int) -> list[set[str]]:
+    """How batch b of writer ``m`` stores each observation and action leaf (in leaf order): the
+    dtype strings of its arrays, or ``"values"``, as the reader reads the batch. From the
+    batch's plan (:mod:`gym_recorder.read.plan`): its index alone when it has one (every entry
+    of a column has the column's dtype), else the plan of its parsed JSON; a batch without a
+    plan (a leaf stored as values, compressed arrays) entry by entry, each reference held to
+    :func:`~gym_recorder.format.parse_ref`'s rules by the reader's own checks.
+
+    Raises:
+        FormatError: what the reader raises for the batch (its index, JSON or references);
+            for a gym-recording writer's, which has no spaces.
+    """
+    binfo = m.batches[b]
+    n = len(obs_layout(m).leaves) + len(act_layout(m).leaves)  # (FormatError: gym-recording)
+    index = read_index(storage, m, b)
+    plan = None if index is None else index_plan(m, index, binfo["bin"], binfo["bin_size"])
+    if plan is None:
+        batch = parse_batch(storage, m, b)
+        plan = batch.plan
+        if plan is None:
+            return _entry_forms(storage, m, b, batch.entries, n)
+    return [{dtype.str} for dtype in plan.dtypes[:n]]
 
 
-def column_dtypes(storage: Any, infos: list[Any],
-                  entries: dict[tuple[str, str], dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+def _entry_forms(storage: Storage, m: Manifest, b: int, entries: list[Any],
+                 n: int) -> list[set[str]]:
+    """:func:`batch_forms` of a batch without a plan, entry by entry: each entry's structure and
+    references checked as the reader checks them before it reads their bytes
+    (:meth:`~gym_recorder.read.decode.Decoder.plan_part`, ``parse_ref``, ``check_shapes``)."""
+    dec = Decoder(storage)
+    binfo = m.batches[b]
+    n_obs = len(obs_layout(m).leaves)
+    out: list[set[str]] = [set() for _ in range(n)]
+    for entry in entries:
+        part = dec.plan_part(m, binfo, entry, entry["part"])
+        refs = [parse_ref(obj, where, file=binfo["bin"]) for obj, where in part.refs]
+        dec.check_shapes(part, ((slot, ref.shape, ref.dtype, where) for slot, ref, (_, where)
+                                in zip(part.slots, refs, part.refs)))
+        arrays = set()
+        for (kind, k, _), ref in zip(part.slots, refs):
+            if kind in ("obs", "act"):
+                leaf = k if kind == "obs" else n_obs + k
+                out[leaf].add(ref.dtype.str)
+                arrays.add(leaf)
+        for leaf in set(range(n)) - arrays:  # (a leaf the entry stores as values)
+            out[leaf].add("values")
+    return out
+
+
+def column_dtypes(storage: Storage, infos: list[Any],
+                  manifests: list[Manifest]) -> tuple[tuple[str, str], ...]:
     """The dtype every block gives each observation and action leaf that batches store in
     different dtypes (a leaf widened in some batches, see "Trees" in the format): the dtype
-    they join in. Widening applies to a whole batch, so each batch's first entry tells.
+    they join in, from each batch's plan (:func:`batch_forms`).
 
     Leaves stored as values in some batch, gym-recording batches and dtypes that do not join
-    are left as each batch has them (a batch that cannot be read is refused by its task).
+    are left as each batch has them; so is every leaf of a batch the reader refuses (its read
+    task raises the reader's error for it).
     """
-    def batch_forms(info: Any) -> dict[str, str]:
-        found: dict[str, str] = {}
-        size = (entries.get((info.writer, info.json_name)) or {}).get("json_size")
-        if not info.bin_name or type(size) is not int or not 0 < size <= MAX_JSON_BYTES:
-            return found
+    writers = {m.prefix: m for m in manifests}
+
+    def forms_of(info: Any) -> dict[str, set[str]]:
+        m = writers.get(info.writer)
+        b = info.number
+        if m is None or m.legacy or not 0 <= b < len(m.batches) or \
+                m.batches[b]["fn"] != info.json_name:
+            return {}
+        assert m.obs_layout is not None and m.act_layout is not None
+        names = _leaf_names(m.obs_layout, "obs") + _leaf_names(m.act_layout, "action")
+        if len(names) != len(m.obs_layout.leaves) + len(m.act_layout.leaves):
+            return {}  # (two leaves of one dotted name: refused by check_columnar)
         try:
-            entry = _first_entry(storage, info.json_name, size)
-            if isinstance(entry, dict):
-                _stored_forms(entry.get("observations"), "obs", found)
-                _stored_forms(entry.get("actions"), "action", found)
-        except (OSError, ValueError, RecursionError):
-            return {}  # (a hint only: the batch's task reads and checks the whole file)
-        return found
+            return dict(zip(names, batch_forms(storage, m, b)))
+        except (FormatError, OSError):
+            return {}  # (its read task reads the batch again and raises what the reader does)
 
     forms: dict[str, set[str]] = {}
-    with ThreadPoolExecutor(HINT_THREADS) as pool:  # (object storage: one request a batch)
-        for found in pool.map(batch_forms, infos):
-            for name, form in found.items():
-                forms.setdefault(name, set()).add(form)
+    with ThreadPoolExecutor(HINT_THREADS) as pool:
+        for found in pool.map(forms_of, infos):
+            for name, seen in found.items():
+                forms.setdefault(name, set()).update(seen)
     out = []
     for name, seen in forms.items():
         if len(seen) < 2 or "values" in seen:

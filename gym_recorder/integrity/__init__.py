@@ -18,7 +18,9 @@ nothing until every batch is checked; then it commits the new manifest before it
 batch the old one listed, so a repair killed at any moment leaves a recording that reads. Run it
 only while no writer is recording into the directory.
 
-The checks are :mod:`gym_recorder.integrity._checks`', the repair
+The checks are :mod:`gym_recorder.integrity._checks`' (a batch's stacked arrays placed by the
+batch's plan, as the reader places them, and its index held to them:
+:mod:`gym_recorder.integrity._stacked`), the repair
 :mod:`gym_recorder.integrity._repair`'s (with ``_salvage``); ``recompress`` is ``gym-recorder
 compress`` and ``decompress``: batches rewritten with their big leaves compressed, or raw again.
 """
@@ -131,7 +133,8 @@ def verify(directory: str | os.PathLike[str]) -> list[Problem]:
             except FormatError as e:
                 report(name, str(e).removeprefix(f"{name} "))
         for binfo in m.batches:
-            check = check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo)
+            check = check_batch(directory, m.prefix, binfo["first"], binfo["fn"], binfo,
+                                manifest=m)
             known.update((check.json_name, check.bin_name))
             for file, message in check.problems:
                 report(file, message)

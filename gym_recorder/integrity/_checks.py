@@ -14,19 +14,15 @@ import numpy as np
 from ..format import fileio
 from ..errors import FormatError
 from ..format.fileio import open_regular, read_json_file
-from ..format import (FORMAT_NAME, FORMAT_VERSION, INDEX_TABLE_WIDTH, MAX_NESTING, batch_stem,
-                     check_flags,
-                     parse_batch_index, parse_ref)
+from ..format import FORMAT_NAME, FORMAT_VERSION, batch_stem, check_flags, parse_ref
+from ..read.manifest import Manifest
+from ._stacked import index_problems, planned_arrays, walk_refs
 
 __all__ = ["CRC_CHUNK_BYTES", "MAX_PROBLEMS_PER_FILE", "ACCESS_ERRNOS", "access_cause", "BatchCheck",
            "check_batch"]
 
 # Bytes read at a time when checksumming an array, so that a huge array needs no huge buffer.
 CRC_CHUNK_BYTES = 1 << 24
-# How deep verify walks a batch's JSON looking for array references: a VALUE sits about 8 levels
-# down in a batch and nests at most MAX_NESTING itself, so this is far deeper than any batch we
-# write, and still bounds the recursion on a hostile file.
-MAX_WALK_DEPTH = 4 * MAX_NESTING
 # Problems reported per batch file at most (a batch whose .bin is gone would else list every array).
 MAX_PROBLEMS_PER_FILE = 20
 # Why a file may fail to open that says nothing about the file itself (it is there, it may be
@@ -47,25 +43,16 @@ def access_cause(e: BaseException) -> OSError | None:
 # Checking one batch
 
 
-def _walk_refs(obj: Any, where: str, out: list[tuple[dict[str, Any], str]],
-               depth: int = 0) -> None:
-    """Collects every array reference (``{"__type": "ndarray", ...}``) inside a JSON value."""
-    if depth > MAX_WALK_DEPTH:
-        raise FormatError(f"{where}: nested too deeply")
-    if isinstance(obj, dict):
-        if obj.get("__type") == "ndarray":
-            out.append((obj, where))
-            return
-        for key, value in obj.items():
-            _walk_refs(value, f"{where}.{key}", out, depth + 1)
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            _walk_refs(value, f"{where}[{i}]", out, depth + 1)
-
-
-def _crc_of(fd: int, offset: int, size: int, flags: bool = False) -> int | None:
+def _crc_of(fd: int, offset: int, size: int, flags: bool = False,
+            whole: memoryview | None = None) -> int | None:
     """CRC-32 of ``size`` bytes at ``offset``; None if the file ends first, or if ``flags``
-    (a ``|b1`` array) and a byte is neither 0 nor 1."""
+    (a ``|b1`` array) and a byte is neither 0 nor 1. From ``whole`` (the file's bytes) when
+    given, else read from ``fd``."""
+    if whole is not None:
+        view = whole[offset:offset + size]
+        if len(view) != size or (flags and size and max(view) > 1):
+            return None
+        return fileio.crc32(view)
     crc = 0
     while size > 0:
         data = os.pread(fd, min(size, CRC_CHUNK_BYTES), offset)
@@ -150,7 +137,7 @@ class BatchCheck:
 
 
 def check_batch(directory: str, prefix: str, first: int, json_name: str,
-                 listed: dict[str, Any] | None) -> BatchCheck:
+                 listed: dict[str, Any] | None, manifest: Manifest | None = None) -> BatchCheck:
     """Checks one batch of our format: its files, its structure and every array's checksum.
 
     Args:
@@ -159,6 +146,10 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         first: the batch's first entry index (from the manifest or the file name).
         json_name: the batch JSON's file name.
         listed: the manifest's entry for the batch (sizes and checksum to hold it to), or None.
+        manifest: the writer's checked manifest, when it has one: the batch's stacked arrays
+            are then placed by its plan, as the reader places them (see
+            :mod:`gym_recorder.integrity._stacked`); the other references, and all of them
+            without it, by :func:`~gym_recorder.format.parse_ref`.
     """
     check = BatchCheck(json_name)
     good_index = None
@@ -217,7 +208,7 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         episodes += entry.get("part") == 0
         found: list[tuple[dict[str, Any], str]] = []
         try:
-            _walk_refs(entry, where, found)
+            walk_refs(entry, where, found)
         except FormatError as e:
             check.add(json_name, str(e))
         refs += [(pos, obj, w) for obj, w in found]
@@ -243,28 +234,42 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
                                  f"{listed.get('bin_size')!r}")
         spans: list[tuple[int, int]] = []
         codecs: set[str] = set()
+        # (entries that all checked out: their stacked arrays placed as the reader does)
+        planned = planned_arrays(manifest, entries, json_name, bin_name, bin_size) \
+            if manifest is not None and check.ok else None
+        placed = planned.refs if planned is not None else {}
+        # (a .bin of at most CRC_CHUNK_BYTES is read once, its arrays checked in memory)
+        whole = memoryview(os.pread(fd, bin_size, 0)) if bin_size <= CRC_CHUNK_BYTES else None
         for pos, obj, where in refs:
-            try:
-                ref = parse_ref(obj, f"{json_name} {where}", file=bin_name)
-            except FormatError as e:
-                check.add(json_name, str(e).removeprefix(f"{json_name} "), entry=pos)
-                continue
-            spans.append((ref.offset, ref.end))
-            if ref.codec is not None:
-                codecs.add(ref.codec.name)
-            if ref.end > bin_size:
-                check.add(bin_name, f"{json_name} {where}: bytes {ref.offset}.."
-                                    f"{ref.end} lie outside the file "
+            got = placed.get(id(obj))
+            ref = None
+            if got is not None:  # (raw, inside the file, of the CRC-32 the reference gives)
+                offset, stored, kind = got
+                crc, codec = obj.get("crc32"), None
+            else:
+                try:
+                    ref = parse_ref(obj, f"{json_name} {where}", file=bin_name)
+                except FormatError as e:
+                    check.add(json_name, str(e).removeprefix(f"{json_name} "), entry=pos)
+                    continue
+                offset, stored, kind = ref.offset, ref.stored, ref.dtype.kind
+                crc, codec = ref.crc32, ref.codec
+            end = offset + stored
+            spans.append((offset, end))
+            if codec is not None:
+                codecs.add(codec.name)
+            if end > bin_size:
+                check.add(bin_name, f"{json_name} {where}: bytes {offset}.."
+                                    f"{end} lie outside the file "
                                     f"({bin_size} bytes)", entry=pos)
-            elif ref.crc32 is not None and _crc_of(fd, ref.offset, ref.stored,
-                                                   ref.dtype.kind == "b"
-                                                   and ref.codec is None) != ref.crc32:
+            elif crc is not None and _crc_of(fd, offset, stored, kind == "b" and codec is None,
+                                             whole) != crc:
                 check.add(bin_name, f"{json_name} {where}: CRC-32 of the array's bytes "
-                                    f"(at {ref.offset}, {ref.stored} bytes) does not match"
+                                    f"(at {offset}, {stored} bytes) does not match"
                                     + (", or a bool byte is neither 0 nor 1"
-                                       if ref.dtype.kind == "b" else ""),
+                                       if kind == "b" else ""),
                           entry=pos)
-            elif ref.codec is not None:
+            elif ref is not None and ref.codec is not None:
                 problem = _coded_problem(fd, ref, f"{json_name} {where}")
                 if problem:
                     check.add(bin_name, problem, entry=pos)
@@ -274,7 +279,7 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         listed_index = listed.get("index") if listed is not None else None
         index = listed_index if listed_index is not None else doc.get("index")
         if index is not None and check.ok:
-            table_span, messages = _index_problems(fd, bin_size, index, entries)
+            table_span, messages = index_problems(fd, bin_size, index, entries, planned)
             for in_bin, message in messages if listed_index is not None else ():
                 check.note(bin_name if in_bin else json_name,
                            f"the manifest's index of the batch: {message}")
@@ -297,55 +302,6 @@ def check_batch(directory: str, prefix: str, first: int, json_name: str,
         if codecs:
             check.info["codecs"] = sorted(codecs)
     return check
-
-
-def _index_problems(fd: int, bin_size: int, index: Any, entries: list[Any]
-                    ) -> tuple[tuple[int, int] | None, list[tuple[bool, str]]]:
-    """Checks a batch index (see "Batch index" in the format) against the batch's entries,
-    whose references have checked out.
-
-    Returns:
-        The span of the index's table in the .bin (None if it is not one), and the problems,
-        each with whether it lies in the .bin's bytes (else in what the index says).
-    """
-    length = len(entries)
-    columns_of: list[list[dict[str, Any]]] = []
-    for entry in entries:
-        found: list[tuple[dict[str, Any], str]] = []
-        for key in ("observations", "actions"):
-            _walk_refs(entry.get(key), key, found)
-        columns_of.append([obj for obj, _ in found]
-                          + [entry.get(k) for k in ("rewards", "terminations", "truncations")])
-    n_columns = len(columns_of[0]) if columns_of else 0
-    if any(len(cols) != n_columns for cols in columns_of):
-        return None, [(False, "the batch has a leaf stored as values in some entries: it "
-                              "cannot have one")]
-    try:
-        table_at, crc, columns = parse_batch_index(index, "index", length, bin_size, n_columns)
-    except FormatError as e:
-        return None, [(False, str(e).removeprefix("index: "))]
-    span = (table_at, table_at + length * INDEX_TABLE_WIDTH * 8)
-    raw = os.pread(fd, span[1] - span[0], table_at)
-    if len(raw) != span[1] - span[0] or fileio.crc32(raw) != crc:
-        return span, [(True, "CRC-32 of its table does not match")]
-    table = [tuple(int.from_bytes(raw[i:i + 8], "little", signed=True)
-                   for i in range(row, row + INDEX_TABLE_WIDTH * 8, 8))
-             for row in range(0, len(raw), INDEX_TABLE_WIDTH * 8)]
-    offsets = [c.offset for c in columns]
-    for pos, (entry, row, refs) in enumerate(zip(entries, table, columns_of)):
-        said = (entry.get("episode"), entry.get("part"), entry.get("steps"),
-                (entry.get("continues") is True) | ((entry.get("no_reset") is True) << 1))
-        if row != said:
-            return span, [(False, f"its table says entry {pos} is (episode, part, steps, "
-                                  f"flags) {row}, the entry {said}")]
-        for c, (ref, col) in enumerate(zip(refs, columns)):
-            if ref.get("dtype") != col.dtype.str or ref.get("npyoff") != offsets[c]:
-                return span, [(False, f"column {c} places entry {pos}'s array at "
-                                      f"{offsets[c]} as {col.dtype.str}, the entry at "
-                                      f"{ref.get('npyoff')!r} as {ref.get('dtype')!r}")]
-            size = ref.get("size")
-            offsets[c] += -(-size // col.unit) * col.unit if type(size) is int else 0
-    return span, []
 
 
 def _padding_problems(fd: int, spans: list[tuple[int, int]], file_size: int) -> list[str]:
