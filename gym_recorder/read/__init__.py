@@ -4,7 +4,8 @@ The way an observation comes back: ``storage`` (local or remote bytes) -> ``mani
 and their batches) -> ``batchfile`` (a batch JSON parsed and checked; ``batchindex``: its
 index, checked against the manifest and the JSON) -> ``plan`` (one plan per batch: where every
 entry's stacked arrays lie, from the index or the JSON's references checked column-wise) ->
-``gather`` (rows of planned arrays copied or read into the arrays handed out) -> ``assemble``
+``gather`` (rows of planned arrays copied or read into the arrays handed out; ``pages``: large
+ones made on recycled pages) -> ``assemble``
 (the one builder of an episode, and summaries; ``wholecolumn``: whole-recording columns;
 ``rows``: rows of one episode; ``stepindex``: step columns of many episodes through the
 batches' indexes) -> ``reader`` (:class:`RecordingReader`; ``batchcache``: the parsed batches
