@@ -14,8 +14,8 @@ pages already mapped. The process has one, :data:`PAGES`, which every reader use
 allocator is one: at most :data:`KEEP_BLOCKS` free blocks of at most :data:`KEEP_BYTES` in all
 are kept; :meth:`PageRecycler.release` unmaps them.
 
-The arrays are ordinary writable ndarrays; only their ``base`` differs (that ``memoryview``,
-not None), and ``ndarray.resize`` refuses them, as it refuses any view.
+The arrays are ordinary writable ndarrays; only their ``base`` differs (not None: a view of
+that ``memoryview``), and ``ndarray.resize`` refuses them, as it refuses any view.
 """
 
 from __future__ import annotations
