@@ -41,7 +41,9 @@ KEEP_BYTES = 256 << 20
 # of its size (so a long episode's block does not hold a short one's few pages).
 _BLOCK = 2 << 20
 _MIN_FILL = 0.75
-_PRIVATE = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0)
+# (None where mmap has no private anonymous maps, Windows: arrays are then numpy's own)
+_PRIVATE = (mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+            if hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS") else None)
 
 
 class PageRecycler:
@@ -61,7 +63,7 @@ class PageRecycler:
             MemoryError, ValueError: as ``np.empty`` does.
         """
         nbytes = prod(shape) * dtype.itemsize
-        if nbytes < RECYCLE_BYTES or dtype.hasobject:
+        if nbytes < RECYCLE_BYTES or dtype.hasobject or _PRIVATE is None:
             return np.empty(shape, dtype)
         size = -(-nbytes // _BLOCK) * _BLOCK
         block = self._take(size)
