@@ -35,10 +35,12 @@ pytest.importorskip("zstandard")
 
 def _record(d: Path, episodes_: int = 6, target: int = 5000, seed: int = 0) -> None:
     """Image-v0 frames of 16x16x3 (768 bytes a row, compressed), episodes of 20 steps cut
-    into parts by small batches."""
+    into parts by small batches (by bytes only: no flush interval, so that a slow machine's
+    time-based commits do not add batches of a row or two, which are stored raw)."""
     env = RecordingWrapper(gym.make("sample_envs/Image-v0", height=16, width=16,
                                     episode_length=20), d,
-                           compression=Zstd(chunk_rows=4), target_batch_bytes=target)
+                           compression=Zstd(chunk_rows=4), target_batch_bytes=target,
+                           flush_interval=None)
     env.action_space.seed(seed)
     for k in range(episodes_):
         env.reset(seed=seed + k)
