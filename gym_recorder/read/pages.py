@@ -80,12 +80,11 @@ class PageRecycler:
                     pass  # (a kernel without transparent huge pages: small pages then)
         flat = np.frombuffer(memoryview(block), dtype, prod(shape))
         # The object the array (and every view of it) keeps alive: numpy's memoryview of the
-        # block, never the block itself (then nothing could report the arrays' end: the
-        # block is not recycled).
+        # block. Were it ever the block itself, nothing could report the arrays' end: the
+        # block is then not recycled (it lives as long as the array).
         base = flat.base
         if not isinstance(base, memoryview) or base.obj is not block:
-            block.close() if base is None else None
-            return np.empty(shape, dtype) if base is None else flat.reshape(shape)
+            return flat.reshape(shape)
         with self._lock:
             ref = weakref.ref(base, lambda r, b=block: self._back(r, b))
             self._out[id(ref)] = ref
